@@ -28,7 +28,10 @@ impl CandidateGraph {
             return Err(GraphError::Empty);
         }
         if ids.len() != parents.len() {
-            return Err(GraphError::LengthMismatch { ids: ids.len(), parents: parents.len() });
+            return Err(GraphError::LengthMismatch {
+                ids: ids.len(),
+                parents: parents.len(),
+            });
         }
         for (child, ps) in parents.iter().enumerate() {
             if let Some(&parent) = ps.iter().find(|&&p| p >= child) {
@@ -57,5 +60,371 @@ impl CandidateGraph {
 
     pub fn parents(&self, i: usize) -> &[usize] {
         &self.parents[i]
+    }
+
+    /// Ancestors-or-self of `roots` (a mask over candidates).
+    pub fn ancestors(&self, roots: &[usize]) -> Vec<bool> {
+        let mut mark = vec![false; self.len()];
+        let Some(&top) = roots.iter().max() else {
+            return mark;
+        };
+        for &r in roots {
+            mark[r] = true;
+        }
+        // Parents come before children, so one sweep downwards closes the set.
+        for i in (0..=top).rev() {
+            if mark[i] {
+                for &p in &self.parents[i] {
+                    mark[p] = true;
+                }
+            }
+        }
+        mark
+    }
+
+    /// git's remaining candidate set: ancestors-or-self of every known-bad commit (of the
+    /// lowest ones, which is the same) minus ancestors-or-self of any known-good commit.
+    /// With no known-bad commit the bad endpoint is used.
+    pub fn remaining(&self, good: &[usize], bad: &[usize]) -> Vec<bool> {
+        let endpoint = [self.bad()];
+        let bad = if bad.is_empty() { &endpoint[..] } else { bad };
+        let mut set = self.ancestors(&bad[..1]);
+        for &b in &bad[1..] {
+            let other = self.ancestors(&[b]);
+            for (s, o) in set.iter_mut().zip(other) {
+                *s &= o;
+            }
+        }
+        let below_good = self.ancestors(good);
+        for (s, g) in set.iter_mut().zip(below_good) {
+            *s &= !g;
+        }
+        set
+    }
+
+    /// For every candidate `c` in `set`, the total `mass` of `set ∩ ancestors-or-self(c)`
+    /// (git's bisect "weight" when every mass is 1); 0 outside `set`.
+    ///
+    /// `set` must be closed the way [`CandidateGraph::remaining`] makes it: a parent outside
+    /// `set` of a commit inside it has no ancestor inside it.
+    ///
+    /// Exact, and about linear on real histories. One parent inside the set per commit makes
+    /// a spanning forest; a commit's ancestry is its forest path plus, for each merge on
+    /// that path, the commits that merge brought in ("new" to it). Merges are handled oldest
+    /// first, so when merge `c` walks down its other parents it can test in O(1)-ish whether
+    /// a commit is already an ancestor of its first parent (on the forest path, or new to a
+    /// merge on that path) and stop there. The cost is the number of (commit, merge that
+    /// brought it in) pairs, about N when topic branches are merged once.
+    pub fn weights(&self, set: &[bool], mass: &[f64]) -> Vec<f64> {
+        let n = self.len();
+        let nil = u32::MAX;
+        // Spanning forest: the parent inside the set with the longest history below it (the
+        // first such parent on ties), so a topic branch that merged mainline in, or a branch
+        // forked before the good commit, does not make mainline look new at every merge.
+        let mut generation = vec![0u32; n];
+        let tree_parent: Vec<u32> = (0..n)
+            .map(|c| {
+                if !set[c] {
+                    return nil;
+                }
+                let mut best: Option<usize> = None;
+                for &p in &self.parents[c] {
+                    if set[p] && best.is_none_or(|b| generation[p] > generation[b]) {
+                        best = Some(p);
+                    }
+                }
+                generation[c] = best.map_or(0, |b| generation[b] + 1);
+                best.map_or(nil, |b| b as u32)
+            })
+            .collect();
+        let (tin, tout) = euler_tour(&tree_parent, set);
+        let on_path = |x: usize, y: usize| tin[x] <= tin[y] && tout[y] <= tout[x];
+        // homes: for each commit, the merges it was new to (a linked list in an arena).
+        let mut head = vec![nil; n];
+        let mut arena: Vec<(u32, u32)> = Vec::new();
+        let mut w = vec![0.0; n];
+        let mut stamp = vec![0u32; n];
+        let mut round = 0u32;
+        let mut stack = Vec::new();
+        for c in 0..n {
+            if !set[c] {
+                continue;
+            }
+            let tp = tree_parent[c];
+            if tp == nil {
+                w[c] = mass[c];
+                continue;
+            }
+            let tp = tp as usize;
+            w[c] = w[tp] + mass[c];
+            if self.parents[c].len() < 2 {
+                continue;
+            }
+            // Commits below the other parents that are not ancestors of `tp` are new to `c`.
+            let below_tp = |x: usize, head: &[u32], arena: &[(u32, u32)]| {
+                if on_path(x, tp) {
+                    return true;
+                }
+                let mut h = head[x];
+                while h != nil {
+                    let (merge, next) = arena[h as usize];
+                    if on_path(merge as usize, tp) {
+                        return true;
+                    }
+                    h = next;
+                }
+                false
+            };
+            round += 1;
+            for &p in &self.parents[c] {
+                if p != tp && set[p] && stamp[p] != round {
+                    stamp[p] = round;
+                    stack.push(p);
+                }
+            }
+            while let Some(x) = stack.pop() {
+                if below_tp(x, &head, &arena) {
+                    continue;
+                }
+                w[c] += mass[x];
+                arena.push((c as u32, head[x]));
+                head[x] = (arena.len() - 1) as u32;
+                for &p in &self.parents[x] {
+                    if set[p] && stamp[p] != round {
+                        stamp[p] = round;
+                        stack.push(p);
+                    }
+                }
+            }
+        }
+        w
+    }
+
+    /// git's bisection point of `set`: the commit maximising min(w, n − w), where w counts
+    /// the commits of `set` that are its ancestors-or-self. Commits with `skip[c]` are never
+    /// chosen. Returns the commit and its distance min(w, n − w); None when no commit of
+    /// `set` may be chosen.
+    pub fn best_split(&self, set: &[bool], skip: &[bool]) -> Option<(usize, usize)> {
+        let ones: Vec<f64> = set.iter().map(|&s| if s { 1.0 } else { 0.0 }).collect();
+        let total = set.iter().filter(|&&s| s).count();
+        let w = self.weights(set, &ones);
+        (0..self.len())
+            .filter(|&c| set[c] && !skip[c])
+            .map(|c| {
+                let w = w[c] as usize;
+                (c, w.min(total - w))
+            })
+            .max_by_key(|&(c, d)| (d, std::cmp::Reverse(c)))
+    }
+}
+
+/// Entry and exit times of a DFS over the forest given by `tree_parent` (restricted to `set`):
+/// x is an ancestor-or-self of y in the forest iff tin[x] ≤ tin[y] and tout[y] ≤ tout[x].
+fn euler_tour(tree_parent: &[u32], set: &[bool]) -> (Vec<u32>, Vec<u32>) {
+    let n = tree_parent.len();
+    // Children in a compressed adjacency (counting sort by tree parent).
+    let mut start = vec![0u32; n + 1];
+    for &tp in tree_parent {
+        if tp != u32::MAX {
+            start[tp as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut child = vec![0u32; start[n] as usize];
+    for (c, &tp) in tree_parent.iter().enumerate() {
+        if tp != u32::MAX {
+            child[fill[tp as usize] as usize] = c as u32;
+            fill[tp as usize] += 1;
+        }
+    }
+    let mut tin = vec![0u32; n];
+    let mut tout = vec![0u32; n];
+    let mut clock = 0u32;
+    let mut stack: Vec<(u32, u32)> = Vec::new();
+    for root in 0..n {
+        if !set[root] || tree_parent[root] != u32::MAX {
+            continue;
+        }
+        tin[root] = clock;
+        clock += 1;
+        stack.push((root as u32, start[root]));
+        while let Some(&mut (x, ref mut next)) = stack.last_mut() {
+            if *next < start[x as usize + 1] {
+                let y = child[*next as usize];
+                *next += 1;
+                tin[y as usize] = clock;
+                clock += 1;
+                stack.push((y, start[y as usize]));
+            } else {
+                tout[x as usize] = clock;
+                clock += 1;
+                stack.pop();
+            }
+        }
+    }
+    (tin, tout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(parents: Vec<Vec<usize>>) -> CandidateGraph {
+        let ids = (0..parents.len()).map(|i| format!("c{i}")).collect();
+        CandidateGraph::new(ids, parents).unwrap()
+    }
+
+    fn linear(n: usize) -> CandidateGraph {
+        graph(
+            (0..n)
+                .map(|i| if i == 0 { vec![] } else { vec![i - 1] })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn rejects_bad_graphs() {
+        assert_eq!(
+            CandidateGraph::new(vec![], vec![]).unwrap_err(),
+            GraphError::Empty
+        );
+        let e = CandidateGraph::new(vec!["a".into(), "b".into()], vec![vec![1], vec![]]);
+        assert_eq!(
+            e.unwrap_err(),
+            GraphError::NotTopological {
+                child: 0,
+                parent: 1
+            }
+        );
+    }
+
+    #[test]
+    fn linear_halves() {
+        let g = linear(10);
+        let all = vec![true; 10];
+        let (c, d) = g.best_split(&all, &[false; 10]).unwrap();
+        assert_eq!((c, d), (4, 5));
+        let rest = g.remaining(&[4], &[]);
+        assert_eq!(rest.iter().filter(|&&s| s).count(), 5);
+        assert!(!rest[4] && rest[5] && rest[9]);
+        let rest = g.remaining(&[4], &[7]);
+        assert_eq!(
+            rest,
+            (0..10).map(|i| (5..=7).contains(&i)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn merge_weights_count_shared_ancestors_once() {
+        //   0 - 1 - 2 ------ 5 - 6
+        //        \          /
+        //         3 ---- 4
+        let g = graph(vec![
+            vec![],
+            vec![0],
+            vec![1],
+            vec![1],
+            vec![3],
+            vec![2, 4],
+            vec![5],
+        ]);
+        let all = vec![true; 7];
+        let w = g.weights(&all, &[1.0; 7]);
+        assert_eq!(w, vec![1.0, 2.0, 3.0, 3.0, 4.0, 6.0, 7.0]);
+        // Known bad 4: only 0, 1, 3, 4 remain; good 3 leaves 4 alone.
+        let rest = g.remaining(&[], &[4]);
+        assert_eq!(rest, vec![true, true, false, true, true, false, false]);
+        let rest = g.remaining(&[3], &[4]);
+        assert_eq!(rest.iter().filter(|&&s| s).count(), 1);
+        // Two bad commits on different branches: the culprit is below both.
+        let rest = g.remaining(&[], &[2, 4]);
+        assert_eq!(rest, vec![true, true, false, false, false, false, false]);
+    }
+
+    /// Ancestor masses by brute force: one walk per commit.
+    fn weights_naive(g: &CandidateGraph, set: &[bool], mass: &[f64]) -> Vec<f64> {
+        (0..g.len())
+            .map(|c| {
+                if !set[c] {
+                    return 0.0;
+                }
+                let a = g.ancestors(&[c]);
+                (0..g.len())
+                    .filter(|&x| a[x] && set[x])
+                    .map(|x| mass[x])
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn weights_match_brute_force_on_random_histories() {
+        use crate::synth::{self, Shape, SplitMix};
+        for seed in 0..30 {
+            let shape = Shape {
+                commits: 200,
+                merge_rate: 0.3 + 0.02 * seed as f64,
+                branch_len: 1.0 + seed as f64 / 3.0,
+            };
+            let g = synth::graph(shape, seed);
+            let mut rng = SplitMix::new(seed);
+            let mass: Vec<f64> = (0..g.len()).map(|_| (rng.below(5)) as f64).collect();
+            let goods: Vec<usize> = (0..rng.below(3)).map(|_| rng.below(150)).collect();
+            let bads: Vec<usize> = (0..rng.below(3)).map(|_| 100 + rng.below(100)).collect();
+            let set = g.remaining(&goods, &bads);
+            assert_eq!(
+                g.weights(&set, &mass),
+                weights_naive(&g, &set, &mass),
+                "seed {seed}"
+            );
+        }
+        // Criss-cross merges and an octopus.
+        let g = graph(vec![
+            vec![],
+            vec![0],
+            vec![0],
+            vec![1, 2],
+            vec![2, 1],
+            vec![3, 4],
+            vec![5, 1, 2],
+            vec![0, 6],
+        ]);
+        let set = vec![true; 8];
+        let mass: Vec<f64> = (0..8).map(|i| (1 << i) as f64).collect();
+        assert_eq!(g.weights(&set, &mass), weights_naive(&g, &set, &mass));
+    }
+
+    #[test]
+    fn skip_moves_the_split() {
+        let g = linear(10);
+        let mut skip = vec![false; 10];
+        skip[4] = true;
+        let (c, d) = g.best_split(&[true; 10], &skip).unwrap();
+        assert_eq!(d, 4);
+        assert!(c == 3 || c == 5);
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use crate::synth::{Shape, graph};
+
+    /// `cargo test --release -p perfbisect-engine -- --ignored --nocapture split_timing`
+    #[test]
+    #[ignore = "timing printout, run by hand in release"]
+    fn split_timing() {
+        for shape in [Shape::linear(100_000), Shape::merges(100_000)] {
+            let g = graph(shape, 7);
+            let all = vec![true; g.len()];
+            let skip = vec![false; g.len()];
+            let t = std::time::Instant::now();
+            let best = g.best_split(&all, &skip);
+            println!("{shape:?}: best split {best:?} in {:?}", t.elapsed());
+            let merges = (0..g.len()).filter(|&i| g.parents(i).len() > 1).count();
+            println!("  ({merges} merges)");
+        }
     }
 }

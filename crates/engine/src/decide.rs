@@ -36,12 +36,31 @@ pub struct Settings {
     pub magnitude: Option<f64>,
     /// Hosts free to take a request now (W). At least 1.
     pub idle_hosts: u32,
+    /// Which decision rule to use (default: [`Strategy::Threshold`], the first version).
+    pub strategy: Strategy,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { confidence: 0.99, runs_per_request: 5, max_runs: 400, direction: None, magnitude: None, idle_hosts: 1 }
+        Self {
+            confidence: 0.99,
+            runs_per_request: 5,
+            max_runs: 400,
+            direction: None,
+            magnitude: None,
+            idle_hosts: 1,
+            strategy: Strategy::default(),
+        }
     }
+}
+
+/// The decision rule behind [`decide`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Engine v1: endpoint thresholds and git's halving on the remaining set.
+    #[default]
+    Threshold,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +75,20 @@ pub enum Phase {
 pub struct Request {
     pub point: Point,
     pub runs: u32,
+    /// When set, run `point` and this point interleaved on one host (`runs` runs of each,
+    /// alternating), and report both commits' samples.
+    #[serde(default)]
+    pub pair_with: Option<Point>,
+}
+
+impl Request {
+    pub fn new(point: Point, runs: u32) -> Self {
+        Self {
+            point,
+            runs,
+            pair_with: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,15 +111,27 @@ pub struct Assessment {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Outcome {
-    Found { culprit: usize, confidence: f64 },
-    NotReproduced { reason: String },
-    Inconclusive { reason: String, candidates: Vec<(usize, f64)> },
+    Found {
+        culprit: usize,
+        confidence: f64,
+    },
+    NotReproduced {
+        reason: String,
+    },
+    Inconclusive {
+        reason: String,
+        candidates: Vec<(usize, f64)>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Decision {
     /// Measure these now (at most `settings.idle_hosts` requests).
-    Measure { phase: Phase, requests: Vec<Request>, why: String },
+    Measure {
+        phase: Phase,
+        requests: Vec<Request>,
+        why: String,
+    },
     /// Nothing new to ask: wait for pending results.
     Wait { phase: Phase },
     /// The bisect is over.
@@ -94,7 +139,12 @@ pub enum Decision {
 }
 
 /// The decision for the current evidence, plus the per-point assessments that explain it.
-pub fn decide(graph: &CandidateGraph, evidence: &Evidence, settings: &Settings) -> (Decision, Vec<Assessment>) {
-    let _ = (graph, evidence, settings);
-    todo!("engine v1")
+pub fn decide(
+    graph: &CandidateGraph,
+    evidence: &Evidence,
+    settings: &Settings,
+) -> (Decision, Vec<Assessment>) {
+    match settings.strategy {
+        Strategy::Threshold => crate::threshold::decide(graph, evidence, settings),
+    }
 }

@@ -7,11 +7,17 @@
 
 mod dag;
 mod decide;
+pub mod sim;
 mod stats;
+pub mod synth;
+mod threshold;
 
 pub use dag::{CandidateGraph, GraphError};
-pub use decide::{decide, Assessment, Decision, Direction, Outcome, Phase, Point, Request, Settings, Verdict};
-pub use stats::{welch_t_test, Summary, WelchTest};
+pub use decide::{
+    Assessment, Decision, Direction, Outcome, Phase, Point, Request, Settings, Strategy, Verdict,
+    decide,
+};
+pub use stats::{Summary, WelchTest, welch_t_test};
 
 use std::collections::{BTreeMap, BTreeSet};
 
