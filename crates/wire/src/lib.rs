@@ -1,1 +1,10 @@
+//! The vocabulary that the server, the workers and the CLI share: request and response
+//! bodies of the REST API, and the job spec with its canonical hash.
+//!
+//! Architecture invariant: this crate does no I/O; it only describes data and validates it.
 
+pub mod api;
+pub mod job;
+pub mod worker;
+
+pub use job::{JobSpec, JobSpecError};

@@ -1,0 +1,465 @@
+//! Submitting, reading, listing and cancelling bisects.
+
+use super::ApiJson;
+use crate::auth::ApiUser;
+use crate::error::{ApiError, ApiResult};
+use crate::git::{self, RangeError};
+use crate::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use chrono::{DateTime, Utc};
+use perfbisect_engine::Summary;
+use perfbisect_wire::api::{
+    Bisect, BisectList, BisectSummary, CommitInfo, CommitStats, Culprit, ErrorBody, Revision, SubmitBisect,
+};
+use perfbisect_wire::{JobSpec, JobSpecError};
+use serde::Deserialize;
+use std::collections::HashMap;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(submit_bisect, list_bisects))
+        .routes(routes!(get_bisect))
+        .routes(routes!(cancel_bisect))
+        .routes(routes!(bisect_events))
+}
+
+fn valid_metric(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 200 && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Checks everything that needs no database, and parses the job spec.
+fn validate(req: &SubmitBisect) -> ApiResult<JobSpec> {
+    if req.repository.trim().is_empty() {
+        return Err(ApiError::bad("repository", "must name a registered repository"));
+    }
+    if req.good.trim().is_empty() {
+        return Err(ApiError::bad("good", "must be a revision (sha, branch or tag)"));
+    }
+    if req.bad.trim().is_empty() {
+        return Err(ApiError::bad("bad", "must be a revision (sha, branch or tag)"));
+    }
+    if !valid_metric(&req.metric) {
+        return Err(ApiError::bad("metric", "must be a metric name such as `fio.write_iops` (no spaces)"));
+    }
+    if let Some(d) = &req.direction {
+        if d != "increase" && d != "decrease" {
+            return Err(ApiError::bad("direction", format!("`{d}` is not `increase` or `decrease`")));
+        }
+    }
+    if let Some(m) = req.magnitude_pct {
+        if !(m.is_finite() && m > 0.0 && m < 10_000.0) {
+            return Err(ApiError::bad("magnitude_pct", "must be a positive percentage"));
+        }
+    }
+    if let Some(c) = req.confidence {
+        if !(0.5..=0.9999).contains(&c) {
+            return Err(ApiError::bad("confidence", "must be between 0.5 and 0.9999"));
+        }
+    }
+    if let Some(m) = req.max_runs {
+        if !(2..=1_000_000).contains(&m) {
+            return Err(ApiError::bad("max_runs", "must be between 2 and 1000000"));
+        }
+    }
+    for (i, addr) in req.notify.iter().enumerate() {
+        let ok = addr.split_once('@').is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !addr.contains(' '));
+        if !ok {
+            return Err(ApiError::bad(&format!("notify[{i}]"), format!("`{addr}` is not an email address")));
+        }
+    }
+    JobSpec::from_yaml(&req.job).map_err(|e| match &e {
+        JobSpecError::Syntax(_) => ApiError::bad("job", e.to_string()),
+        JobSpecError::Invalid { key, .. } => ApiError::bad(&format!("job.{key}"), e.to_string()),
+    })
+}
+
+/// Submit a bisect. The range is resolved and the candidate set stored before this answers.
+#[utoipa::path(post, path = "/api/v1/bisects", tag = "bisects", request_body = SubmitBisect,
+    responses((status = 201, body = Bisect), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 422, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn submit_bisect(
+    State(state): State<AppState>,
+    user: ApiUser,
+    ApiJson(req): ApiJson<SubmitBisect>,
+) -> ApiResult<(StatusCode, Json<Bisect>)> {
+    let spec = validate(&req)?;
+    let repo: Option<(i64, String)> = sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
+        .bind(&req.repository)
+        .fetch_optional(&state.db)
+        .await?;
+    let (repo_id, url) = repo.ok_or_else(|| {
+        ApiError::unprocessable("repository", format!("no repository named `{}` is registered", req.repository))
+    })?;
+    let mirrors = state.mirrors.clone();
+    let (good, bad) = (req.good.clone(), req.bad.clone());
+    let range = tokio::task::spawn_blocking(move || -> Result<git::Range, RangeError> {
+        mirrors.fetch(repo_id, &url)?;
+        let repo = mirrors.open(repo_id)?;
+        git::range(&repo, &good, &bad)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.into()))?
+    .map_err(|e| match &e {
+        RangeError::UnknownRevision { field, .. } => ApiError::unprocessable(field, e.to_string()),
+        RangeError::Unrelated { .. } => ApiError::unprocessable("good", e.to_string()),
+        RangeError::Empty { .. } => ApiError::unprocessable("bad", e.to_string()),
+        RangeError::Git(_) => ApiError::unprocessable("repository", e.to_string()),
+    })?;
+
+    let mut tx = state.db.begin().await?;
+    let job_id: i64 = sqlx::query_scalar(
+        "INSERT INTO job_specs (hash, spec, yaml, testcase, tbox_group) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
+    )
+    .bind(spec.hash())
+    .bind(serde_json::to_value(&spec).map_err(anyhow::Error::from)?)
+    .bind(&req.job)
+    .bind(&spec.testcase)
+    .bind(&spec.tbox_group)
+    .fetch_one(&mut *tx)
+    .await?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
+                              magnitude_pct, confidence, max_runs, notify, submitted_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+    )
+    .bind(repo_id)
+    .bind(job_id)
+    .bind(&req.good)
+    .bind(&req.bad)
+    .bind(&range.good)
+    .bind(&range.bad)
+    .bind(&req.metric)
+    .bind(&req.direction)
+    .bind(req.magnitude_pct)
+    .bind(req.confidence.unwrap_or(0.99))
+    .bind(req.max_runs.unwrap_or(400) as i32)
+    .bind(serde_json::json!(req.notify))
+    .bind(user.token_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    // One round trip for the whole candidate set (Linux ranges hold tens of thousands).
+    let mut idx = vec![-1i32];
+    let mut shas = vec![range.good.clone()];
+    let mut parents = vec![String::from("{}")];
+    let mut subjects = vec![range.good_subject.clone()];
+    let mut authors = vec![range.good_author.clone()];
+    for (i, c) in range.candidates.iter().enumerate() {
+        idx.push(i as i32);
+        shas.push(c.sha.clone());
+        parents.push(format!(
+            "{{{}}}",
+            c.parents.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",")
+        ));
+        subjects.push(c.subject.clone());
+        authors.push(c.author.clone());
+    }
+    sqlx::query(
+        "INSERT INTO bisect_commits (bisect_id, idx, sha, parents, subject, author)
+         SELECT $1, i, s, p::int[], subj, a FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[])
+              AS u(i, s, p, subj, a)",
+    )
+    .bind(id)
+    .bind(&idx)
+    .bind(&shas)
+    .bind(&parents)
+    .bind(&subjects)
+    .bind(&authors)
+    .execute(&mut *tx)
+    .await?;
+    let mut story = format!("submitted: {} candidates in {}..{}", range.candidates.len(), req.good, req.bad);
+    if let Some(note) = &range.merge_base_note {
+        story.push_str("; ");
+        story.push_str(note);
+    }
+    crate::scheduler::event(&mut *tx, id, "submitted", &story).await?;
+    tx.commit().await?;
+    tracing::info!(bisect = id, candidates = range.candidates.len(), "bisect submitted");
+    if let Err(e) = crate::scheduler::advance(&state, id).await {
+        tracing::error!(bisect = id, error = ?e, "first advance");
+    }
+    Ok((StatusCode::CREATED, Json(load_bisect(&state, id).await?)))
+}
+
+#[derive(sqlx::FromRow)]
+struct BisectRow {
+    id: i64,
+    repository: String,
+    good_rev: String,
+    bad_rev: String,
+    good_sha: String,
+    bad_sha: String,
+    metric: String,
+    direction: Option<String>,
+    confidence: f64,
+    max_runs: i32,
+    status: String,
+    status_reason: Option<String>,
+    testcase: String,
+    tbox_group: String,
+    job_hash: String,
+    culprit_sha: Option<String>,
+    culprit_confidence: Option<f64>,
+    assessments: serde_json::Value,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+const BISECT_SELECT: &str = "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric,
+        b.direction, b.confidence, b.max_runs, b.status, b.status_reason, j.testcase, j.tbox_group, j.hash AS job_hash,
+        b.culprit_sha, b.culprit_confidence, b.assessments, b.created_at, b.updated_at, b.finished_at
+    FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id";
+
+/// The full view of one bisect, with per-commit statistics derived from its runs.
+pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
+    let b: BisectRow = sqlx::query_as(sqlx::AssertSqlSafe(format!("{BISECT_SELECT} WHERE b.id = $1")))
+        .bind(id)
+        .fetch_optional(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
+    let commits: Vec<(i32, String, String, String)> =
+        sqlx::query_as("SELECT idx, sha, subject, author FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx")
+            .bind(id)
+            .fetch_all(&state.db)
+            .await?;
+    let runs: Vec<(String, bool, Option<f64>)> = sqlx::query_as(
+        "SELECT sha, completed, (metrics ->> $2)::float8 FROM runs WHERE bisect_id = $1 ORDER BY id",
+    )
+    .bind(id)
+    .bind(&b.metric)
+    .fetch_all(&state.db)
+    .await?;
+    let skipped: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT sha, coalesce(log_tail, message) FROM tasks WHERE bisect_id = $1 AND state = 'build_failed'",
+    )
+    .bind(id)
+    .fetch_all(&state.db)
+    .await?;
+    let (runs_done, tasks_pending): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM runs WHERE bisect_id = $1),
+                (SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running'))",
+    )
+    .bind(id)
+    .fetch_one(&state.db)
+    .await?;
+
+    let mut samples: HashMap<&str, (Vec<f64>, usize)> = HashMap::new();
+    for (sha, completed, value) in &runs {
+        let entry = samples.entry(sha.as_str()).or_default();
+        match (completed, value) {
+            (true, Some(v)) => entry.0.push(*v),
+            _ => entry.1 += 1,
+        }
+    }
+    let skip_reasons: HashMap<&str, Option<String>> = skipped.iter().map(|(s, r)| (s.as_str(), r.clone())).collect();
+    let mut assessed: HashMap<String, (String, Option<f64>)> = HashMap::new();
+    if let Some(list) = b.assessments.as_array() {
+        for a in list {
+            if let Some(sha) = a["sha"].as_str() {
+                let verdict = a["verdict"].as_str().unwrap_or("unknown").to_string();
+                assessed.insert(sha.to_string(), (verdict, a["p"].as_f64()));
+            }
+        }
+    }
+    let candidates_total = commits.iter().filter(|c| c.0 >= 0).count();
+    let candidates_remaining = if b.culprit_sha.is_some() {
+        1
+    } else {
+        assessed.values().filter(|(v, p)| v == "unknown" && p.is_none_or(|p| p > 1e-4)).count()
+    };
+    let mut out = Vec::new();
+    let mut culprit = None;
+    for (idx, sha, subject, author) in &commits {
+        if Some(sha) == b.culprit_sha.as_ref() {
+            culprit = Some(Culprit {
+                commit: CommitInfo { sha: sha.clone(), subject: subject.clone(), author: author.clone() },
+                confidence: b.culprit_confidence.unwrap_or(0.0),
+            });
+        }
+        let measured = samples.get(sha.as_str());
+        let skip = skip_reasons.get(sha.as_str());
+        if measured.is_none() && skip.is_none() && Some(sha) != b.culprit_sha.as_ref() {
+            continue;
+        }
+        let (values, incomplete) = measured.cloned().unwrap_or_default();
+        let summary = Summary::of(&values);
+        let role = if *idx < 0 {
+            "good_endpoint"
+        } else if *sha == b.bad_sha {
+            "bad_endpoint"
+        } else {
+            "candidate"
+        };
+        let (verdict, p) = if *idx < 0 {
+            ("good".to_string(), None)
+        } else if skip.is_some() {
+            ("skipped".to_string(), None)
+        } else {
+            assessed.get(sha).cloned().unwrap_or(("unknown".into(), None))
+        };
+        out.push(CommitStats {
+            sha: sha.clone(),
+            subject: subject.clone(),
+            role: role.into(),
+            verdict,
+            n: values.len(),
+            incomplete_runs: incomplete,
+            mean: summary.map(|s| s.mean),
+            stddev: summary.map(|s| s.stddev),
+            min: summary.map(|s| s.min),
+            median: summary.map(|s| s.median),
+            max: summary.map(|s| s.max),
+            culprit_probability: p,
+            skip_reason: skip.cloned().flatten(),
+        });
+    }
+    Ok(Bisect {
+        id: b.id,
+        repository: b.repository,
+        good: Revision { rev: b.good_rev, sha: b.good_sha },
+        bad: Revision { rev: b.bad_rev, sha: b.bad_sha },
+        metric: b.metric,
+        direction: b.direction,
+        confidence: b.confidence,
+        max_runs: b.max_runs as u32,
+        status: b.status,
+        status_reason: b.status_reason,
+        testcase: b.testcase,
+        tbox_group: b.tbox_group,
+        job_hash: b.job_hash,
+        candidates_total,
+        candidates_remaining,
+        runs_done: runs_done as usize,
+        tasks_pending: tasks_pending as usize,
+        culprit,
+        commits: out,
+        created_at: b.created_at,
+        updated_at: b.updated_at,
+        finished_at: b.finished_at,
+    })
+}
+
+/// One bisect: status, measured commits with n/mean/stddev, remaining candidates, culprit.
+#[utoipa::path(get, path = "/api/v1/bisects/{id}", tag = "bisects",
+    params(("id" = i64, Path, description = "Bisect id")),
+    responses((status = 200, body = Bisect), (status = 404, body = ErrorBody)))]
+async fn get_bisect(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Bisect>> {
+    Ok(Json(load_bisect(&state, id).await?))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct ListQuery {
+    /// Only bisects in this status.
+    status: Option<String>,
+    /// Only bisects of this repository (name).
+    repository: Option<String>,
+    testcase: Option<String>,
+    metric: Option<String>,
+    /// Page size (default 50, at most 500).
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+/// Bisects, newest first, with filters.
+#[utoipa::path(get, path = "/api/v1/bisects", tag = "bisects", params(ListQuery),
+    responses((status = 200, body = BisectList), (status = 400, body = ErrorBody)))]
+async fn list_bisects(State(state): State<AppState>, Query(q): Query<ListQuery>) -> ApiResult<Json<BisectList>> {
+    if let Some(s) = &q.status {
+        if !perfbisect_wire::api::STATUSES.contains(&s.as_str()) {
+            return Err(ApiError::bad("status", format!("`{s}` is not one of {}", perfbisect_wire::api::STATUSES.join(", "))));
+        }
+    }
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad("limit", "must be between 1 and 500"));
+    }
+    let offset = q.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::bad("offset", "must not be negative"));
+    }
+    let filter = "($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
+                  AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)";
+    let rows: Vec<BisectRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{BISECT_SELECT} WHERE {filter} ORDER BY b.id DESC LIMIT $5 OFFSET $6"
+    )))
+    .bind(&q.status)
+    .bind(&q.repository)
+    .bind(&q.testcase)
+    .bind(&q.metric)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(&state.db)
+    .await?;
+    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM bisects b JOIN repositories r ON r.id = b.repository_id
+         JOIN job_specs j ON j.id = b.job_spec_id WHERE {filter}"
+    )))
+    .bind(&q.status)
+    .bind(&q.repository)
+    .bind(&q.testcase)
+    .bind(&q.metric)
+    .fetch_one(&state.db)
+    .await?;
+    let bisects = rows
+        .into_iter()
+        .map(|b| BisectSummary {
+            id: b.id,
+            repository: b.repository,
+            good: b.good_rev,
+            bad: b.bad_rev,
+            metric: b.metric,
+            testcase: b.testcase,
+            status: b.status,
+            culprit: b.culprit_sha,
+            created_at: b.created_at,
+        })
+        .collect();
+    Ok(Json(BisectList { bisects, total }))
+}
+
+/// Cancel a bisect: queued tasks are dropped, running ones are told on their next heartbeat.
+#[utoipa::path(post, path = "/api/v1/bisects/{id}/cancel", tag = "bisects",
+    params(("id" = i64, Path, description = "Bisect id")),
+    responses((status = 200, body = Bisect), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn cancel_bisect(State(state): State<AppState>, _user: ApiUser, Path(id): Path<i64>) -> ApiResult<Json<Bisect>> {
+    let mut tx = state.db.begin().await?;
+    let status: Option<String> = sqlx::query_scalar("SELECT status FROM bisects WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let status = status.ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
+    if perfbisect_wire::api::status_is_final(&status) {
+        return Err(ApiError::Conflict(format!("bisect {id} has already ended ({status})")));
+    }
+    crate::scheduler::finish(&mut tx, id, "cancelled", "cancelled by the user", None).await?;
+    tx.commit().await?;
+    Ok(Json(load_bisect(&state, id).await?))
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Event {
+    at: DateTime<Utc>,
+    kind: String,
+    message: String,
+}
+
+/// The bisect's story: every decision, fault and status change, oldest first.
+#[utoipa::path(get, path = "/api/v1/bisects/{id}/events", tag = "bisects",
+    params(("id" = i64, Path, description = "Bisect id")),
+    responses((status = 200, body = Vec<Event>)))]
+async fn bisect_events(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Vec<Event>>> {
+    let rows: Vec<(DateTime<Utc>, String, String)> =
+        sqlx::query_as("SELECT at, kind, message FROM bisect_events WHERE bisect_id = $1 ORDER BY id")
+            .bind(id)
+            .fetch_all(&state.db)
+            .await?;
+    Ok(Json(rows.into_iter().map(|(at, kind, message)| Event { at, kind, message }).collect()))
+}

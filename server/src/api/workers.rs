@@ -1,0 +1,277 @@
+//! The worker protocol: register, claim (long poll), heartbeat, upload runs, complete.
+
+use super::ApiJson;
+use crate::auth::{new_token, hash_token, Enrollment, WorkerHost};
+use crate::error::{ApiError, ApiResult};
+use crate::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::worker::{
+    ClaimRequest, CompleteTask, HeartbeatReply, MachineInfo, RegisterWorker, RunUpload, TaskAssignment, TaskOutcome,
+    WorkerRegistered,
+};
+use perfbisect_wire::JobSpec;
+use std::time::Duration;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Longest long-poll a worker may ask for.
+const MAX_WAIT_SECS: u64 = 60;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(register))
+        .routes(routes!(claim))
+        .routes(routes!(heartbeat))
+        .routes(routes!(upload_run))
+        .routes(routes!(complete))
+        .routes(routes!(list_hosts))
+}
+
+/// Register (or re-register) a worker with an enrollment token; answers a worker token.
+#[utoipa::path(post, path = "/api/v1/worker/register", tag = "workers", request_body = RegisterWorker,
+    responses((status = 200, body = WorkerRegistered), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("enroll_token" = [])))]
+async fn register(
+    State(state): State<AppState>,
+    _enrolled: Enrollment,
+    ApiJson(req): ApiJson<RegisterWorker>,
+) -> ApiResult<Json<WorkerRegistered>> {
+    let name_ok = |s: &str| !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !name_ok(&req.name) {
+        return Err(ApiError::bad("name", "must be 1-128 characters of letters, digits, '-', '_', '.'"));
+    }
+    if !name_ok(&req.host_group) {
+        return Err(ApiError::bad("host_group", "must be 1-128 characters of letters, digits, '-', '_', '.'"));
+    }
+    let token = new_token();
+    let host_id: i64 = sqlx::query_scalar(
+        "INSERT INTO hosts (name, host_group, machine, token_hash) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (name) DO UPDATE SET host_group = EXCLUDED.host_group, machine = EXCLUDED.machine,
+             token_hash = EXCLUDED.token_hash, last_seen_at = now()
+         RETURNING id",
+    )
+    .bind(&req.name)
+    .bind(&req.host_group)
+    .bind(serde_json::to_value(&req.machine).map_err(anyhow::Error::from)?)
+    .bind(hash_token(&token))
+    .fetch_one(&state.db)
+    .await?;
+    // A host that registers again has restarted: whatever it was running is not coming back.
+    let requeued = sqlx::query(
+        "UPDATE tasks SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+                host_id = NULL, lease_expires_at = NULL,
+                message = 'host ' || $1 || ' restarted during the task'
+         WHERE host_id = $2 AND state = 'running'",
+    )
+    .bind(&req.name)
+    .bind(host_id)
+    .execute(&state.db)
+    .await?;
+    if requeued.rows_affected() > 0 {
+        crate::queue::notify_queued(&state.db).await?;
+    }
+    tracing::info!(host_id, name = req.name, group = req.host_group, "worker registered");
+    Ok(Json(WorkerRegistered { host_id, token, heartbeat_secs: (state.lease.as_secs() / 3).max(1) }))
+}
+
+/// Claim the next task of the worker's host group, waiting up to `wait_secs`. 204 when none.
+#[utoipa::path(post, path = "/api/v1/worker/claim", tag = "workers", request_body = ClaimRequest,
+    responses((status = 200, body = TaskAssignment), (status = 204, description = "No task within the wait"),
+              (status = 401, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn claim(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    ApiJson(req): ApiJson<ClaimRequest>,
+) -> ApiResult<Response> {
+    let wait = Duration::from_secs(req.wait_secs.min(MAX_WAIT_SECS));
+    let Some(task) = crate::queue::claim_wait(&state, host.host_id, &host.host_group, wait).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let (url, spec, hash, metric): (String, serde_json::Value, String, String) = sqlx::query_as(
+        "SELECT r.url, j.spec, j.hash, b.metric FROM bisects b
+         JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id WHERE b.id = $1",
+    )
+    .bind(task.bisect_id)
+    .fetch_one(&state.db)
+    .await?;
+    let job: JobSpec = serde_json::from_value(spec).map_err(anyhow::Error::from)?;
+    tracing::info!(task = task.id, bisect = task.bisect_id, host = host.host_id, sha = task.sha, "task claimed");
+    Ok(Json(TaskAssignment {
+        task_id: task.id,
+        bisect_id: task.bisect_id,
+        repository_url: url,
+        sha: task.sha,
+        job,
+        job_hash: hash,
+        metric,
+        runs: task.runs as u32,
+        lease_expires_at: task.lease_expires_at,
+    })
+    .into_response())
+}
+
+/// Renews the lease of a running task held by this host; None when it is not (any more).
+async fn renew(state: &AppState, task: i64, host: i64) -> sqlx::Result<Option<DateTime<Utc>>> {
+    sqlx::query_scalar(
+        "UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $3)
+         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING lease_expires_at",
+    )
+    .bind(task)
+    .bind(host)
+    .bind(state.lease.as_secs_f64())
+    .fetch_optional(&state.db)
+    .await
+}
+
+/// Renew the lease. `cancelled: true` tells the worker to stop: the bisect ended or the task was taken away.
+#[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/heartbeat", tag = "workers",
+    params(("id" = i64, Path, description = "Task id")),
+    responses((status = 200, body = HeartbeatReply), (status = 401, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn heartbeat(State(state): State<AppState>, host: WorkerHost, Path(id): Path<i64>) -> ApiResult<Json<HeartbeatReply>> {
+    Ok(Json(match renew(&state, id, host.host_id).await? {
+        Some(lease_expires_at) => HeartbeatReply { cancelled: false, lease_expires_at },
+        None => HeartbeatReply { cancelled: true, lease_expires_at: Utc::now() },
+    }))
+}
+
+/// Upload one run of a task. Uploading the same iteration again is a no-op.
+#[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/runs", tag = "workers", request_body = RunUpload,
+    params(("id" = i64, Path, description = "Task id")),
+    responses((status = 201, description = "Stored"), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 422, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn upload_run(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    Path(id): Path<i64>,
+    ApiJson(run): ApiJson<RunUpload>,
+) -> ApiResult<StatusCode> {
+    let task: Option<(i64, String, i32, String, Option<i64>, String)> = sqlx::query_as(
+        "SELECT t.bisect_id, t.sha, t.runs, t.state, t.host_id, b.metric FROM tasks t
+         JOIN bisects b ON b.id = t.bisect_id WHERE t.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&state.db)
+    .await?;
+    let (bisect_id, sha, runs, task_state, holder, metric) =
+        task.ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?;
+    if task_state != "running" || holder != Some(host.host_id) {
+        return Err(ApiError::Conflict(format!("task {id} is not running on this host (it is {task_state})")));
+    }
+    if run.iteration as i32 >= runs {
+        return Err(ApiError::bad("iteration", format!("task {id} has {runs} runs (0..{})", runs - 1)));
+    }
+    if let Some((name, _)) = run.metrics.iter().find(|(_, v)| !v.is_finite()) {
+        return Err(ApiError::bad("metrics", format!("metric `{name}` is not a finite number")));
+    }
+    if run.completed && !run.metrics.contains_key(&metric) {
+        let mut got: Vec<&str> = run.metrics.keys().map(String::as_str).take(20).collect();
+        if got.is_empty() {
+            got.push("none");
+        }
+        return Err(ApiError::unprocessable(
+            "metrics",
+            format!(
+                "the bisect's metric `{metric}` is missing from this run; it reported: {}",
+                got.join(", ")
+            ),
+        ));
+    }
+    sqlx::query(
+        "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (task_id, iteration) DO NOTHING",
+    )
+    .bind(id)
+    .bind(bisect_id)
+    .bind(&sha)
+    .bind(host.host_id)
+    .bind(run.iteration as i32)
+    .bind(run.completed)
+    .bind(serde_json::to_value(&run.metrics).map_err(anyhow::Error::from)?)
+    .bind(&run.log)
+    .bind(run.started_at)
+    .bind(run.finished_at)
+    .execute(&state.db)
+    .await?;
+    renew(&state, id, host.host_id).await?;
+    Ok(StatusCode::CREATED)
+}
+
+/// Finish a task: done, build failed (commit untestable), or a worker-side error (retried elsewhere).
+#[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/complete", tag = "workers", request_body = CompleteTask,
+    params(("id" = i64, Path, description = "Task id")),
+    responses((status = 200, description = "Recorded"), (status = 409, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn complete(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    Path(id): Path<i64>,
+    ApiJson(req): ApiJson<CompleteTask>,
+) -> ApiResult<StatusCode> {
+    let tail = req.log_tail.map(|t| t.chars().rev().take(4000).collect::<String>().chars().rev().collect::<String>());
+    let new_state = match req.outcome {
+        TaskOutcome::Done => "'done'",
+        TaskOutcome::BuildFailed => "'build_failed'",
+        TaskOutcome::Error => "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END",
+    };
+    let bisect: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "UPDATE tasks SET state = {new_state}, message = $3, log_tail = $4,
+             finished_at = CASE WHEN {new_state} = 'queued' THEN NULL ELSE now() END,
+             host_id = CASE WHEN {new_state} = 'queued' THEN NULL ELSE host_id END
+         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id"
+    )))
+    .bind(id)
+    .bind(host.host_id)
+    .bind(&req.message)
+    .bind(&tail)
+    .fetch_optional(&state.db)
+    .await?;
+    let bisect = bisect.ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
+    if req.outcome == TaskOutcome::Error {
+        crate::queue::notify_queued(&state.db).await?;
+    }
+    crate::scheduler::advance(&state, bisect).await.map_err(ApiError::Internal)?;
+    Ok(StatusCode::OK)
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Host {
+    id: i64,
+    name: String,
+    host_group: String,
+    machine: MachineInfo,
+    last_seen_at: DateTime<Utc>,
+    /// The task it is running, if any.
+    current_task: Option<i64>,
+}
+
+/// Every registered host with its machine description, last contact and current task.
+#[utoipa::path(get, path = "/api/v1/hosts", tag = "workers", responses((status = 200, body = Vec<Host>)))]
+async fn list_hosts(State(state): State<AppState>) -> ApiResult<Json<Vec<Host>>> {
+    let rows: Vec<(i64, String, String, serde_json::Value, DateTime<Utc>, Option<i64>)> = sqlx::query_as(
+        "SELECT h.id, h.name, h.host_group, h.machine, h.last_seen_at,
+                (SELECT t.id FROM tasks t WHERE t.host_id = h.id AND t.state = 'running' LIMIT 1)
+         FROM hosts h ORDER BY h.host_group, h.name",
+    )
+    .fetch_all(&state.db)
+    .await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|(id, name, host_group, machine, last_seen_at, current_task)| Host {
+                id,
+                name,
+                host_group,
+                machine: serde_json::from_value(machine).unwrap_or_default(),
+                last_seen_at,
+                current_task,
+            })
+            .collect(),
+    ))
+}

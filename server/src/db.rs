@@ -1,0 +1,41 @@
+//! Connecting to PostgreSQL and applying the migrations in `migrations/`.
+
+use anyhow::Context;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgPool};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(20)
+        .connect(url)
+        .await
+        .with_context(|| format!("connecting to PostgreSQL at {}", redact(url)))
+}
+
+pub async fn migrate(db: &PgPool) -> anyhow::Result<()> {
+    MIGRATOR.run(db).await.context("applying migrations")
+}
+
+/// Creates database `name` through the maintenance connection `admin_url` unless it exists.
+pub async fn ensure_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
+    let mut conn = sqlx::PgConnection::connect(admin_url).await.context("connecting to the maintenance database")?;
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(name)
+        .fetch_one(&mut conn)
+        .await?;
+    if !exists {
+        // Identifiers cannot be bound; `name` is ours, never user input.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&mut conn).await?;
+    }
+    Ok(())
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://***@{}", &url[..s], &url[at + 1..]),
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,125 @@
+//! The task queue in PostgreSQL: claim with `FOR UPDATE SKIP LOCKED`, leases renewed by
+//! heartbeats, expired leases handed back, LISTEN/NOTIFY to wake long-polling workers.
+
+use crate::AppState;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// NOTIFY channel raised whenever tasks are queued.
+pub const CHANNEL: &str = "perfbisect_tasks";
+
+#[derive(Debug, sqlx::FromRow)]
+pub struct ClaimedTask {
+    pub id: i64,
+    pub bisect_id: i64,
+    pub sha: String,
+    pub runs: i32,
+    pub lease_expires_at: DateTime<Utc>,
+}
+
+/// Takes the oldest queued task of `host_group` for `host_id`, if there is one.
+pub async fn claim(state: &AppState, host_id: i64, host_group: &str) -> sqlx::Result<Option<ClaimedTask>> {
+    sqlx::query_as(
+        "UPDATE tasks t SET state = 'running', host_id = $1, attempts = t.attempts + 1,
+                lease_expires_at = now() + make_interval(secs => $3), started_at = now()
+         FROM (SELECT id FROM tasks WHERE state = 'queued' AND host_group = $2
+               ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) c
+         WHERE t.id = c.id
+         RETURNING t.id, t.bisect_id, t.sha, t.runs, t.lease_expires_at",
+    )
+    .bind(host_id)
+    .bind(host_group)
+    .bind(state.lease.as_secs_f64())
+    .fetch_optional(&state.db)
+    .await
+}
+
+/// Claims a task, waiting up to `wait` for one to be queued.
+pub async fn claim_wait(
+    state: &AppState,
+    host_id: i64,
+    host_group: &str,
+    wait: Duration,
+) -> sqlx::Result<Option<ClaimedTask>> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        // Register interest before looking, so a NOTIFY between the look and the wait is not lost.
+        let notified = state.task_queued.notified();
+        if let Some(task) = claim(state, host_id, host_group).await? {
+            return Ok(Some(task));
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        // The poll interval is the fallback should a notification be missed (listener reconnecting).
+        let nap = (deadline - now).min(Duration::from_secs(2));
+        let _ = tokio::time::timeout(nap, notified).await;
+    }
+}
+
+/// LISTENs on the task channel and wakes this replica's long-polls. Reconnects on error.
+pub async fn listen_for_tasks(state: AppState, url: String) {
+    loop {
+        match sqlx::postgres::PgListener::connect(&url).await {
+            Ok(mut listener) => {
+                if let Err(e) = listener.listen(CHANNEL).await {
+                    tracing::warn!(error = %e, "LISTEN failed");
+                } else {
+                    while listener.recv().await.is_ok() {
+                        state.task_queued.notify_waiters();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "queue listener cannot connect"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Hands expired leases back to the queue (or fails the task after its last attempt).
+pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
+    let rows: Vec<(i64, i64, String)> = sqlx::query_as(
+        "UPDATE tasks SET
+             state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+             message = 'lease expired on host ' || coalesce(host_id::text, '?') || ' (attempt ' || attempts || ')',
+             host_id = NULL, lease_expires_at = NULL,
+             finished_at = CASE WHEN attempts >= max_attempts THEN now() END
+         WHERE state = 'running' AND lease_expires_at < now()
+         RETURNING id, bisect_id, state",
+    )
+    .fetch_all(&state.db)
+    .await?;
+    let mut bisects = Vec::new();
+    for (task, bisect, new_state) in rows {
+        tracing::warn!(task, bisect, new_state, "task lease expired");
+        crate::scheduler::event(&state.db, bisect, "lease_expired", &format!("task {task} lease expired; now {new_state}"))
+            .await?;
+        if new_state == "queued" {
+            notify_queued(&state.db).await?;
+        }
+        bisects.push(bisect);
+    }
+    Ok(bisects)
+}
+
+pub async fn reap_expired_leases(state: AppState) {
+    loop {
+        match reap_once(&state).await {
+            Ok(bisects) => {
+                for b in bisects {
+                    if let Err(e) = crate::scheduler::advance(&state, b).await {
+                        tracing::error!(bisect = b, error = ?e, "advancing after lease expiry");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "lease reaper"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+pub async fn notify_queued<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')").bind(CHANNEL).execute(db).await?;
+    Ok(())
+}

@@ -1,0 +1,349 @@
+//! Drives bisects: rebuilds the engine's evidence from stored runs, asks the engine what to
+//! do, and turns its decision into queued tasks or a final status.
+//!
+//! Invariant: a bisect is only advanced inside a transaction holding its row lock
+//! (`FOR UPDATE`), so replicas and loops never queue the same work twice.
+
+use crate::AppState;
+use anyhow::Context;
+use perfbisect_engine::{
+    decide, Assessment, CandidateGraph, Decision, Direction, Evidence, Outcome, Phase, Point, Settings,
+};
+use sqlx::PgPool;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Hosts seen within this window count as alive for scheduling.
+const LIVE_HOST_WINDOW_SECS: f64 = 120.0;
+
+#[derive(sqlx::FromRow)]
+struct BisectRow {
+    status: String,
+    good_sha: String,
+    metric: String,
+    confidence: f64,
+    max_runs: i32,
+    direction: Option<String>,
+    magnitude_pct: Option<f64>,
+    job_spec_id: i64,
+    tbox_group: String,
+    runs_per_task: i32,
+}
+
+/// Records a line of the bisect's story.
+pub async fn event<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64, kind: &str, message: &str) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO bisect_events (bisect_id, kind, message) VALUES ($1, $2, $3)")
+        .bind(bisect)
+        .bind(kind)
+        .bind(message)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Loads the candidate graph of a bisect: (graph, sha → point).
+pub async fn load_graph<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    bisect: i64,
+) -> anyhow::Result<(CandidateGraph, HashMap<String, Point>)> {
+    let rows: Vec<(i32, String, Vec<i32>)> =
+        sqlx::query_as("SELECT idx, sha, parents FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx")
+            .bind(bisect)
+            .fetch_all(db)
+            .await?;
+    let mut points = HashMap::new();
+    let mut ids = Vec::new();
+    let mut parents = Vec::new();
+    for (idx, sha, ps) in rows {
+        if idx < 0 {
+            points.insert(sha, Point::Good);
+        } else {
+            points.insert(sha.clone(), Point::Candidate(idx as usize));
+            ids.push(sha);
+            parents.push(ps.into_iter().map(|p| p as usize).collect());
+        }
+    }
+    Ok((CandidateGraph::new(ids, parents).context("stored candidate graph")?, points))
+}
+
+/// Folds every stored run and task of the bisect into the engine's evidence.
+async fn load_evidence(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    metric: &str,
+    points: &HashMap<String, Point>,
+) -> anyhow::Result<(Evidence, usize)> {
+    let mut evidence = Evidence::default();
+    let runs: Vec<(String, Option<f64>)> = sqlx::query_as(
+        "SELECT sha, (metrics ->> $2)::float8 FROM runs WHERE bisect_id = $1 AND completed ORDER BY id",
+    )
+    .bind(bisect)
+    .bind(metric)
+    .fetch_all(&mut *tx)
+    .await?;
+    let runs_done = runs.len();
+    for (sha, value) in runs {
+        if let (Some(point), Some(v)) = (points.get(&sha), value) {
+            if v.is_finite() {
+                evidence.samples.entry(*point).or_default().push(v);
+            }
+        }
+    }
+    let tasks: Vec<(String, String, i32, i64)> = sqlx::query_as(
+        "SELECT t.sha, t.state, t.runs, (SELECT count(*) FROM runs r WHERE r.task_id = t.id)
+         FROM tasks t WHERE t.bisect_id = $1",
+    )
+    .bind(bisect)
+    .fetch_all(&mut *tx)
+    .await?;
+    for (sha, state, runs, uploaded) in tasks {
+        let Some(point) = points.get(&sha) else { continue };
+        match state.as_str() {
+            "queued" | "running" => {
+                let left = (runs as i64 - uploaded).max(0) as u32;
+                *evidence.pending.entry(*point).or_default() += left;
+            }
+            "build_failed" => {
+                if let Point::Candidate(i) = point {
+                    evidence.untestable.insert(*i);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((evidence, runs_done))
+}
+
+/// Moves one bisect forward as far as the stored evidence allows.
+pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
+    let mut tx = state.db.begin().await?;
+    let row: Option<BisectRow> = sqlx::query_as(
+        "SELECT b.status, b.good_sha, b.metric, b.confidence, b.max_runs, b.direction, b.magnitude_pct,
+                b.job_spec_id, j.tbox_group, coalesce((j.spec ->> 'runs_per_task')::int, 5) AS runs_per_task
+         FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
+         WHERE b.id = $1 FOR UPDATE OF b",
+    )
+    .bind(bisect)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else { return Ok(()) };
+    if perfbisect_wire::api::status_is_final(&row.status) {
+        return Ok(());
+    }
+    let _ = &row.good_sha;
+
+    // A task that failed on every attempt (not the commit's fault) stops the bisect: its
+    // evidence is missing and guessing around it would be dishonest.
+    let lost: Option<(i64, String, Option<String>)> = sqlx::query_as(
+        "SELECT id, sha, message FROM tasks WHERE bisect_id = $1 AND state = 'failed' ORDER BY id LIMIT 1",
+    )
+    .bind(bisect)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((task, sha, message)) = lost {
+        let reason = format!(
+            "task {task} for commit {} failed on every attempt: {}",
+            &sha[..12.min(sha.len())],
+            message.unwrap_or_default()
+        );
+        finish(&mut tx, bisect, "failed", &reason, None).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
+
+    let (graph, points) = load_graph(&mut *tx, bisect).await?;
+    let (evidence, _runs_done) = load_evidence(&mut tx, bisect, &row.metric, &points).await?;
+    let (live_hosts, outstanding): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM hosts WHERE host_group = $2
+                 AND last_seen_at > now() - make_interval(secs => $3)),
+                (SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running'))",
+    )
+    .bind(bisect)
+    .bind(&row.tbox_group)
+    .bind(LIVE_HOST_WINDOW_SECS)
+    .fetch_one(&mut *tx)
+    .await?;
+    let idle = live_hosts.max(1) - outstanding;
+    let settings = Settings {
+        confidence: row.confidence,
+        runs_per_request: row.runs_per_task.max(1) as u32,
+        max_runs: row.max_runs.max(1) as u32,
+        direction: match row.direction.as_deref() {
+            Some("increase") => Some(Direction::Increase),
+            Some("decrease") => Some(Direction::Decrease),
+            _ => None,
+        },
+        magnitude: row.magnitude_pct.map(|p| p / 100.0),
+        idle_hosts: idle.max(1) as u32,
+        ..Settings::default()
+    };
+    // The engine is pure and synchronous; a panic in it must fail this bisect, not the server.
+    let decided = std::panic::catch_unwind(|| decide(&graph, &evidence, &settings));
+    let (decision, assessments) = match decided {
+        Ok(d) => d,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            finish(&mut tx, bisect, "failed", &format!("the engine failed: {what}"), None).await?;
+            tx.commit().await?;
+            return Ok(());
+        }
+    };
+    store_assessments(&mut tx, bisect, &graph, &assessments).await?;
+    match decision {
+        Decision::Measure { phase, requests, why } => {
+            if idle > 0 {
+                let mut queued = 0;
+                for req in requests.iter().take(idle as usize) {
+                    let sha = match req.point {
+                        Point::Good => row.good_sha.clone(),
+                        Point::Candidate(i) => graph.id(i).to_string(),
+                    };
+                    sqlx::query(
+                        "INSERT INTO tasks (bisect_id, sha, job_spec_id, host_group, runs, phase)
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(bisect)
+                    .bind(&sha)
+                    .bind(row.job_spec_id)
+                    .bind(&row.tbox_group)
+                    .bind(req.runs.max(1) as i32)
+                    .bind(phase_name(phase))
+                    .execute(&mut *tx)
+                    .await?;
+                    event(&mut *tx, bisect, "measure", &format!("{} × {}: {why}", req.runs, &sha[..12])).await?;
+                    queued += 1;
+                }
+                if queued > 0 {
+                    crate::queue::notify_queued(&mut *tx).await?;
+                }
+            }
+            set_phase(&mut tx, bisect, phase, Some(&why)).await?;
+        }
+        Decision::Wait { phase } => set_phase(&mut tx, bisect, phase, None).await?,
+        Decision::Done(Outcome::Found { culprit, confidence }) => {
+            let sha = graph.id(culprit).to_string();
+            let reason = format!("culprit {} with probability {confidence:.4}", &sha[..12]);
+            finish(&mut tx, bisect, "found", &reason, Some((&sha, confidence))).await?;
+        }
+        Decision::Done(Outcome::NotReproduced { reason }) => {
+            finish(&mut tx, bisect, "not_reproduced", &reason, None).await?;
+        }
+        Decision::Done(Outcome::Inconclusive { reason, candidates }) => {
+            let best: Vec<String> = candidates
+                .iter()
+                .take(5)
+                .map(|(i, p)| format!("{} ({:.1}%)", &graph.id(*i)[..12], p * 100.0))
+                .collect();
+            let reason = format!("{reason}; best candidates: {}", best.join(", "));
+            finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Reproducing => "reproducing",
+        Phase::Searching => "searching",
+        Phase::Verifying => "verifying",
+    }
+}
+
+async fn set_phase(tx: &mut sqlx::PgConnection, bisect: i64, phase: Phase, why: Option<&str>) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE bisects SET status = $2, status_reason = coalesce($3, status_reason), updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(bisect)
+    .bind(phase_name(phase))
+    .bind(why)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Ends the bisect: final status, reason, culprit, and no more work for it.
+pub async fn finish(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    status: &str,
+    reason: &str,
+    culprit: Option<(&str, f64)>,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE bisects SET status = $2, status_reason = $3, culprit_sha = $4, culprit_confidence = $5,
+                updated_at = now(), finished_at = now()
+         WHERE id = $1",
+    )
+    .bind(bisect)
+    .bind(status)
+    .bind(reason)
+    .bind(culprit.map(|c| c.0))
+    .bind(culprit.map(|c| c.1))
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE tasks SET state = 'cancelled', finished_at = now()
+         WHERE bisect_id = $1 AND state IN ('queued', 'running')",
+    )
+    .bind(bisect)
+    .execute(&mut *tx)
+    .await?;
+    event(&mut *tx, bisect, status, reason).await?;
+    tracing::info!(bisect, status, reason, "bisect finished");
+    Ok(())
+}
+
+async fn store_assessments(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    graph: &CandidateGraph,
+    assessments: &[Assessment],
+) -> sqlx::Result<()> {
+    let json: Vec<serde_json::Value> = assessments
+        .iter()
+        .map(|a| {
+            let sha = match a.point {
+                Point::Good => None,
+                Point::Candidate(i) => Some(graph.id(i).to_string()),
+            };
+            serde_json::json!({ "sha": sha, "verdict": a.verdict, "p": a.culprit_probability })
+        })
+        .collect();
+    sqlx::query("UPDATE bisects SET assessments = $2 WHERE id = $1")
+        .bind(bisect)
+        .bind(serde_json::Value::Array(json))
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// Advances every unfinished bisect now and then: picks up new bisects, work left by a
+/// restarted server, and hosts that came or went.
+pub async fn tick(state: AppState) {
+    loop {
+        if let Err(e) = tick_once(&state.db, &state).await {
+            tracing::warn!(error = ?e, "scheduler tick");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+async fn tick_once(db: &PgPool, state: &AppState) -> anyhow::Result<()> {
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "SELECT id FROM bisects WHERE status IN ('queued', 'reproducing', 'searching', 'verifying') ORDER BY id",
+    )
+    .fetch_all(db)
+    .await?;
+    for id in ids {
+        if let Err(e) = advance(state, id).await {
+            tracing::error!(bisect = id, error = ?e, "advancing bisect");
+        }
+    }
+    Ok(())
+}
