@@ -127,7 +127,7 @@ pub fn samples(mean: f64, pct: f64, n: usize, shape: Shape) -> Vec<f64> {
     let s = mean.abs() * pct / 100.0;
     match shape {
         Shape::Symmetric => {
-            assert!(n % 2 == 0);
+            assert!(n.is_multiple_of(2));
             (0..n)
                 .map(|i| if i % 2 == 0 { mean - s } else { mean + s })
                 .collect()
