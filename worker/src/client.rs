@@ -1,0 +1,131 @@
+//! The worker's side of the protocol, over HTTP.
+
+use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::worker::{
+    ClaimRequest, CompleteTask, HeartbeatReply, RegisterWorker, RunUpload, TaskAssignment, WorkerRegistered,
+};
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server could not be reached (down, restarting): worth retrying.
+    #[error("cannot reach the server: {0}")]
+    Unreachable(#[source] reqwest::Error),
+    /// The server answered with an error.
+    #[error("server answered {status}: {message}")]
+    Refused { status: StatusCode, field: Option<String>, message: String },
+    #[error("unexpected answer from the server: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Unreachable(_) => true,
+            ClientError::Refused { status, .. } => status.is_server_error(),
+            ClientError::Protocol(_) => false,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    pub fn new(base: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).build().expect("HTTP client"),
+            base: base.trim_end_matches('/').to_string(),
+            token: String::new(),
+        }
+    }
+
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = token.to_string();
+        self
+    }
+
+    async fn post<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B, timeout: Duration) -> Result<Option<R>, ClientError> {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(ClientError::Unreachable)?;
+        let status = resp.status();
+        if status == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        let bytes = resp.bytes().await.map_err(ClientError::Unreachable)?;
+        if !status.is_success() {
+            let (field, message) = match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(b) => (b.error.field, b.error.message),
+                Err(_) => (None, String::from_utf8_lossy(&bytes).into_owned()),
+            };
+            return Err(ClientError::Refused { status, field, message });
+        }
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    pub async fn register(&self, req: &RegisterWorker) -> Result<WorkerRegistered, ClientError> {
+        self.post("/api/v1/worker/register", req, Duration::from_secs(30))
+            .await?
+            .ok_or_else(|| ClientError::Protocol("empty answer to register".into()))
+    }
+
+    pub async fn claim(&self, wait_secs: u64) -> Result<Option<TaskAssignment>, ClientError> {
+        self.post("/api/v1/worker/claim", &ClaimRequest { wait_secs }, Duration::from_secs(wait_secs + 30)).await
+    }
+
+    pub async fn heartbeat(&self, task: i64) -> Result<HeartbeatReply, ClientError> {
+        self.post(&format!("/api/v1/worker/tasks/{task}/heartbeat"), &(), Duration::from_secs(15))
+            .await?
+            .ok_or_else(|| ClientError::Protocol("empty heartbeat answer".into()))
+    }
+
+    pub async fn upload_run(&self, task: i64, run: &RunUpload) -> Result<(), ClientError> {
+        self.post::<_, serde_json::Value>(&format!("/api/v1/worker/tasks/{task}/runs"), run, Duration::from_secs(60))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn complete(&self, task: i64, req: &CompleteTask) -> Result<(), ClientError> {
+        self.post::<_, serde_json::Value>(&format!("/api/v1/worker/tasks/{task}/complete"), req, Duration::from_secs(60))
+            .await
+            .map(|_| ())
+    }
+}
+
+/// Retries `f` while it fails transiently (server restarting), with capped backoff.
+pub async fn retry<T, F, Fut>(what: &str, mut f: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut delay = Duration::from_millis(200);
+    let mut tries = 0;
+    loop {
+        match f().await {
+            Err(e) if e.is_transient() && tries < 150 => {
+                tracing::warn!(error = %e, what, "retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
