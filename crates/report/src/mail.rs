@@ -638,7 +638,10 @@ fn endpoint(metric: &str, c: &Commit, runs: &[Run]) -> EndpointNumbers {
 }
 
 fn endpoint_table(e: &[EndpointNumbers; 2]) -> String {
-    let mut s = String::from("      commit          n        mean  %stddev\n");
+    let mut s = format!(
+        "{:<4}  {:<10}  {:>3}  {:>10}  {:>7}\n",
+        "", "commit", "n", "mean", "%stddev"
+    );
     for (label, x) in ["good", "bad"].iter().zip(e) {
         let mean = if x.n == 0 {
             format!("{:>10}", "-")

@@ -201,7 +201,9 @@ pub fn svg_plot(metric: &str, samples: &[CommitSamples], culprit: Option<&str>) 
     }
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let (axis_lo, axis_hi, step) = nice_axis(lo, hi, 5);
+    // A little air so that no sample sits on the x axis or the top edge.
+    let pad = (hi - lo) * 0.05;
+    let (axis_lo, axis_hi, step) = nice_axis(lo - pad, hi + pad, 5);
     let plot_w = SVG_W - LEFT - RIGHT;
     let plot_h = SVG_H - TOP - BOTTOM;
     let y = |v: f64| TOP + (axis_hi - v) / (axis_hi - axis_lo) * plot_h;
@@ -311,7 +313,7 @@ pub fn svg_plot(metric: &str, samples: &[CommitSamples], culprit: Option<&str>) 
         }
     }
     // Legend: only what was drawn.
-    let mut lx = LEFT + plot_w - 190.0;
+    let mut lx = LEFT + plot_w - 250.0;
     for (judged, colour, label) in [
         (Judgement::Good, GOOD_COLOUR, "bisect-good sample"),
         (Judgement::Bad, BAD_COLOUR, "bisect-bad sample"),
@@ -327,7 +329,7 @@ pub fn svg_plot(metric: &str, samples: &[CommitSamples], culprit: Option<&str>) 
                 lx + 8.0,
                 SVG_H - 8.0
             );
-            lx += 100.0;
+            lx += 135.0;
         }
     }
     s += "</svg>\n";
