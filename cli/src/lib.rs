@@ -1,1 +1,7 @@
+//! The `perfbisect` command's library half: the REST client, the example repository
+//! generator (used by the demo and the end-to-end tests), and the demo itself.
 
+pub mod api;
+pub mod demo;
+pub mod example;
+pub mod processes;

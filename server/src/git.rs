@@ -54,6 +54,11 @@ pub enum RangeError {
     UnknownRevision { field: &'static str, rev: String },
     #[error("good ({good}) and bad ({bad}) have no common history")]
     Unrelated { good: String, bad: String },
+    #[error(
+        "good `{good}` is not an ancestor of bad `{bad}`; their merge base is {merge_base}: submit again with \
+         good = {merge_base}, or with use_merge_base = true"
+    )]
+    NotAncestor { good: String, bad: String, merge_base: String },
     #[error("the range {good}..{bad} is empty: bad is an ancestor of (or the same commit as) good")]
     Empty { good: String, bad: String },
     #[error(transparent)]
@@ -112,7 +117,7 @@ pub fn resolve(repo: &Repository, rev: &str) -> Result<Oid, GitError> {
 
 /// Resolves good and bad and builds the candidate set: commits reachable from bad and not
 /// from good, merges included, parents first.
-pub fn range(repo: &Repository, good_rev: &str, bad_rev: &str) -> Result<Range, RangeError> {
+pub fn range(repo: &Repository, good_rev: &str, bad_rev: &str, use_merge_base: bool) -> Result<Range, RangeError> {
     let mut good =
         resolve(repo, good_rev).map_err(|_| RangeError::UnknownRevision { field: "good", rev: good_rev.into() })?;
     let bad = resolve(repo, bad_rev).map_err(|_| RangeError::UnknownRevision { field: "bad", rev: bad_rev.into() })?;
@@ -124,6 +129,9 @@ pub fn range(repo: &Repository, good_rev: &str, bad_rev: &str) -> Result<Range, 
         let base = repo
             .merge_base(good, bad)
             .map_err(|_| RangeError::Unrelated { good: good_rev.into(), bad: bad_rev.into() })?;
+        if !use_merge_base {
+            return Err(RangeError::NotAncestor { good: good_rev.into(), bad: bad_rev.into(), merge_base: short(base) });
+        }
         note = Some(format!(
             "good {} is not an ancestor of bad {}; bisecting from their merge base {}",
             short(good),

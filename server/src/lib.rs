@@ -31,6 +31,18 @@ pub struct AppState {
     pub public_url: String,
 }
 
+impl AppState {
+    pub fn new(db: sqlx::PgPool, data_dir: &std::path::Path, lease: Duration, public_url: String) -> Self {
+        AppState {
+            db,
+            mirrors: git::Mirrors::new(data_dir.join("mirrors")),
+            task_queued: Arc::new(Notify::new()),
+            lease,
+            public_url,
+        }
+    }
+}
+
 /// Runs the server until ctrl-c or SIGTERM.
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
@@ -59,13 +71,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     auth::ensure_token(&db, "api", "configured", &api_token).await?;
     auth::ensure_token(&db, "enroll", "configured", &enroll_token).await?;
 
-    let state = AppState {
-        db: db.clone(),
-        mirrors: git::Mirrors::new(config.data_dir.join("mirrors")),
-        task_queued: Arc::new(Notify::new()),
-        lease: Duration::from_secs(config.lease_secs),
-        public_url: config.public_url(),
-    };
+    let state = AppState::new(db.clone(), &config.data_dir, Duration::from_secs(config.lease_secs), config.public_url());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;

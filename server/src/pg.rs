@@ -114,6 +114,9 @@ impl Cluster {
         if !cluster.data.join("PG_VERSION").exists() {
             cluster.initdb()?;
         }
+        // Where the cluster really is, for scripts that stop it (`pg_ctl -D $(cat pg.datadir) stop`).
+        fs::write(data_dir.join("pg.datadir"), cluster.data.as_os_str().as_encoded_bytes())
+            .map_err(io("writing pg.datadir"))?;
         let port_file = data_dir.join("pg.port");
         if cluster.is_running() {
             cluster.port = fs::read_to_string(&port_file)
@@ -226,4 +229,34 @@ fn chown(path: &Path, user: &str) -> Result<(), PgError> {
 fn free_port() -> Result<u16, PgError> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
     Ok(l.local_addr().map_err(io("finding a free port"))?.port())
+}
+
+/// For test suites: one cluster shared by every test process of a run (they serialise on
+/// its lock file), and a fresh database per caller.
+pub mod testing {
+    use super::Cluster;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// `PERFBISECT_TEST_PG_DIR`, or `target/test-pg` of the workspace.
+    pub fn cluster_dir() -> PathBuf {
+        std::env::var_os("PERFBISECT_TEST_PG_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-pg"))
+    }
+
+    /// Starts (or joins) the suite's cluster and creates an empty database; returns its URL.
+    pub async fn fresh_database() -> anyhow::Result<String> {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let dir = cluster_dir();
+        let cluster = tokio::task::spawn_blocking(move || Cluster::start(&dir)).await??;
+        let name = format!(
+            "test_{}_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            chrono::Utc::now().timestamp_micros()
+        );
+        crate::db::ensure_database(&cluster.url("postgres"), &name).await?;
+        Ok(cluster.url(&name))
+    }
 }

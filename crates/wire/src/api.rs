@@ -63,6 +63,9 @@ pub struct SubmitBisect {
     /// Addresses to notify when the bisect ends.
     #[serde(default)]
     pub notify: Vec<String>,
+    /// When good is not an ancestor of bad, bisect from their merge base instead of refusing.
+    #[serde(default)]
+    pub use_merge_base: bool,
 }
 
 /// Status of a bisect. `queued → reproducing → searching → verifying → found |

@@ -96,17 +96,17 @@ async fn submit_bisect(
         ApiError::unprocessable("repository", format!("no repository named `{}` is registered", req.repository))
     })?;
     let mirrors = state.mirrors.clone();
-    let (good, bad) = (req.good.clone(), req.bad.clone());
+    let (good, bad, use_merge_base) = (req.good.clone(), req.bad.clone(), req.use_merge_base);
     let range = tokio::task::spawn_blocking(move || -> Result<git::Range, RangeError> {
         mirrors.fetch(repo_id, &url)?;
         let repo = mirrors.open(repo_id)?;
-        git::range(&repo, &good, &bad)
+        git::range(&repo, &good, &bad, use_merge_base)
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))?
     .map_err(|e| match &e {
         RangeError::UnknownRevision { field, .. } => ApiError::unprocessable(field, e.to_string()),
-        RangeError::Unrelated { .. } => ApiError::unprocessable("good", e.to_string()),
+        RangeError::Unrelated { .. } | RangeError::NotAncestor { .. } => ApiError::unprocessable("good", e.to_string()),
         RangeError::Empty { .. } => ApiError::unprocessable("bad", e.to_string()),
         RangeError::Git(_) => ApiError::unprocessable("repository", e.to_string()),
     })?;

@@ -30,10 +30,9 @@ pub fn router(state: AppState) -> Router {
         .merge(bisects::routes())
         .merge(workers::routes())
         .split_for_parts();
-    let openapi_json = openapi.clone();
+    // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
         .merge(api)
-        .route("/api/openapi.json", axum::routing::get(move || async move { axum::Json(openapi_json) }))
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .with_state(state)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tests, API tests against a real PostgreSQL cluster that the
+# suite starts itself, and end-to-end tests with real server and worker processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export PERFBISECT_TEST_PG_DIR="${PERFBISECT_TEST_PG_DIR:-$PWD/target/test-pg}"
+stop_pg() {
+  # The suite's cluster is shared by all test processes; stop it once they are done.
+  local d="$PERFBISECT_TEST_PG_DIR/pg.datadir"
+  [ -f "$d" ] || return 0
+  local bin; bin=$(dirname "$(ls /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V | tail -n 1)")
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$bin/pg_ctl" -D "$(cat "$d")" -m fast -w stop >/dev/null 2>&1 || true
+  else
+    "$bin/pg_ctl" -D "$(cat "$d")" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+}
+trap stop_pg EXIT
+cargo build --workspace --all-targets -q
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+else
+  cargo test --workspace --no-fail-fast "$@"
+fi
+cargo test --workspace --doc -q
