@@ -9,6 +9,8 @@
 pub struct CandidateGraph {
     ids: Vec<String>,
     parents: Vec<Vec<usize>>,
+    /// Commits whose first parent is outside the set although another parent is inside.
+    first_parent_outside: Vec<bool>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -38,7 +40,39 @@ impl CandidateGraph {
                 return Err(GraphError::NotTopological { child, parent });
             }
         }
-        Ok(Self { ids, parents })
+        let first_parent_outside = vec![false; ids.len()];
+        Ok(Self {
+            ids,
+            parents,
+            first_parent_outside,
+        })
+    }
+
+    /// Records that commit `i`'s first parent is outside the candidate set (on the good
+    /// side) while some other parent is inside, so `parents(i)[0]` is not its first parent.
+    /// Only first-parent mode and verification care.
+    pub fn mark_first_parent_outside(&mut self, i: usize) {
+        self.first_parent_outside[i] = true;
+    }
+
+    /// Commit `i`'s first parent, when it is a candidate.
+    pub fn first_parent(&self, i: usize) -> Option<usize> {
+        if self.first_parent_outside[i] {
+            None
+        } else {
+            self.parents[i].first().copied()
+        }
+    }
+
+    /// The bad commit's first-parent chain inside the set, as a mask.
+    pub fn first_parent_chain(&self) -> Vec<bool> {
+        let mut on = vec![false; self.len()];
+        let mut c = Some(self.bad());
+        while let Some(x) = c {
+            on[x] = true;
+            c = self.first_parent(x);
+        }
+        on
     }
 
     pub fn len(&self) -> usize {

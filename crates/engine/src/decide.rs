@@ -36,8 +36,11 @@ pub struct Settings {
     pub magnitude: Option<f64>,
     /// Hosts free to take a request now (W). At least 1.
     pub idle_hosts: u32,
-    /// Which decision rule to use (default: [`Strategy::Threshold`], the first version).
+    /// Which decision rule to use (default: [`Strategy::Bayes`]).
     pub strategy: Strategy,
+    /// Answer at merge level: only commits on the bad commit's first-parent chain can be the
+    /// culprit (a merge stands for everything it brought in).
+    pub first_parent: bool,
 }
 
 impl Default for Settings {
@@ -50,6 +53,7 @@ impl Default for Settings {
             magnitude: None,
             idle_hosts: 1,
             strategy: Strategy::default(),
+            first_parent: false,
         }
     }
 }
@@ -58,8 +62,11 @@ impl Default for Settings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
-    /// Engine v1: endpoint thresholds and git's halving on the remaining set.
+    /// A posterior over every candidate and "no change", levels and noise integrated out,
+    /// a robust (Student-t weighted) likelihood, quantile proposals and a verification step.
     #[default]
+    Bayes,
+    /// Engine v1: endpoint thresholds and git's halving on the remaining set.
     Threshold,
 }
 
@@ -107,6 +114,9 @@ pub struct Assessment {
     pub verdict: Verdict,
     /// Probability that this candidate is the culprit, where the engine computes one.
     pub culprit_probability: Option<f64>,
+    /// Probability that this point carries the change (the culprit is an ancestor-or-self).
+    #[serde(default)]
+    pub bad_probability: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,6 +155,7 @@ pub fn decide(
     settings: &Settings,
 ) -> (Decision, Vec<Assessment>) {
     match settings.strategy {
+        Strategy::Bayes => crate::bayes::decide(graph, evidence, settings),
         Strategy::Threshold => crate::threshold::decide(graph, evidence, settings),
     }
 }

@@ -5,6 +5,7 @@
 //! the decision is a pure function of the graph and the evidence, a restarted
 //! server (or another replica) reaches the same decision from the same rows.
 
+mod bayes;
 mod dag;
 mod decide;
 pub mod sim;
@@ -30,4 +31,28 @@ pub struct Evidence {
     pub untestable: BTreeSet<usize>,
     /// Runs already requested (queued or running) but not yet reported, by point.
     pub pending: BTreeMap<Point, u32>,
+    /// Interleaved runs on one host (answers to a [`Request`] with `pair_with`), keyed by
+    /// `(request.point, request.pair_with)`: one `(point's sample, pair_with's sample)` per
+    /// couple of complete runs, in run order. These samples are also in `samples`.
+    pub pairs: BTreeMap<(Point, Point), Vec<(f64, f64)>>,
+    /// Runs that did not complete, by point: no sample, but they count against `max_runs`.
+    pub failed: BTreeMap<Point, u32>,
+}
+
+impl Evidence {
+    /// Runs spent so far: complete and failed (pending runs not included).
+    pub fn runs_spent(&self) -> u32 {
+        let complete: usize = self.samples.values().map(Vec::len).sum();
+        complete as u32 + self.failed.values().sum::<u32>()
+    }
+
+    /// Runs requested and not yet reported.
+    pub fn runs_pending(&self) -> u32 {
+        self.pending.values().sum()
+    }
+
+    /// The complete samples at `point` (empty when none).
+    pub fn at(&self, point: Point) -> &[f64] {
+        self.samples.get(&point).map_or(&[], Vec::as_slice)
+    }
 }

@@ -105,6 +105,16 @@ impl Trial {
 /// Runs one bisect to its end: every round, all requested runs complete before the next
 /// decision, with `settings.idle_hosts` hosts free each round.
 pub fn run_trial(world: &World, settings: &Settings, seed: u64) -> Trial {
+    run_trial_observed(world, settings, seed, &mut |_, _| {})
+}
+
+/// [`run_trial`], showing `observe` every decision and the evidence it was made on.
+pub fn run_trial_observed(
+    world: &World,
+    settings: &Settings,
+    seed: u64,
+    observe: &mut dyn FnMut(&Decision, &Evidence),
+) -> Trial {
     let mut rng = StdRng::seed_from_u64(seed);
     let n = world.graph.len();
     // has_change[c]: the culprit is an ancestor-or-self of c.
@@ -132,6 +142,7 @@ pub fn run_trial(world: &World, settings: &Settings, seed: u64) -> Trial {
     let mut clock = 0u64;
     loop {
         let (decision, _) = decide(&world.graph, &ev, settings);
+        observe(&decision, &ev);
         match decision {
             Decision::Done(outcome) => {
                 return Trial {
@@ -169,14 +180,20 @@ pub fn run_trial(world: &World, settings: &Settings, seed: u64) -> Trial {
                         continue;
                     }
                     for _ in 0..k {
+                        let mut couple = Vec::with_capacity(2);
                         for &p in &points {
                             runs += 1;
                             clock += 1;
                             if rng.random::<f64>() < world.incomplete_rate {
+                                *ev.failed.entry(p).or_default() += 1;
                                 continue;
                             }
                             let y = level(p) * (1.0 + world.noise.draw(&mut rng, clock));
                             ev.samples.entry(p).or_default().push(y);
+                            couple.push(y);
+                        }
+                        if let (Some(q), [a, b]) = (pair_with, couple.as_slice()) {
+                            ev.pairs.entry((point, q)).or_default().push((*a, *b));
                         }
                     }
                 }
@@ -193,6 +210,108 @@ pub fn run_trial(world: &World, settings: &Settings, seed: u64) -> Trial {
                 rounds,
                 stalled: true,
             };
+        }
+    }
+}
+
+/// The baselines the engine is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Baseline {
+    /// `git bisect` with one run a step, good/bad by which endpoint run the result is nearer.
+    PlainGit,
+    /// LKP's practice: 3 runs a step, good/bad by which side of the midpoint of the
+    /// endpoints' 3-run means the step's mean falls.
+    FixedRuns3,
+}
+
+/// Runs a baseline bisect on `world` (one host, one step at a time).
+pub fn run_baseline(world: &World, baseline: Baseline, seed: u64) -> Trial {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let g = &world.graph;
+    let n = g.len();
+    let has_change: Vec<bool> = match world.culprit {
+        None => vec![false; n],
+        Some(k) => {
+            let mut m = vec![false; n];
+            m[k] = true;
+            for c in k + 1..n {
+                m[c] = g.parents(c).iter().any(|&p| m[p]);
+            }
+            m
+        }
+    };
+    let per_step = match baseline {
+        Baseline::PlainGit => 1,
+        Baseline::FixedRuns3 => 3,
+    };
+    let mut runs = 0u32;
+    let mut rounds = 0u32;
+    let mut clock = 0u64;
+    // Mean of `per_step` complete runs (retrying incomplete ones).
+    let mut measure = |changed: bool, runs: &mut u32| -> f64 {
+        let level = if changed {
+            100.0 * (1.0 + world.delta)
+        } else {
+            100.0
+        };
+        let mut got = Vec::new();
+        while got.len() < per_step {
+            *runs += 1;
+            clock += 1;
+            if rng.random::<f64>() < world.incomplete_rate {
+                continue;
+            }
+            got.push(level * (1.0 + world.noise.draw(&mut rng, clock)));
+        }
+        got.iter().sum::<f64>() / per_step as f64
+    };
+    let good_level = measure(false, &mut runs);
+    let bad_level = measure(has_change[g.bad()], &mut runs);
+    rounds += 2;
+    let mid = (good_level + bad_level) / 2.0;
+    let up = bad_level > good_level;
+    let mut goods = Vec::new();
+    let mut bads = vec![g.bad()];
+    let mut skip = vec![false; n];
+    loop {
+        let set = g.remaining(&goods, &bads);
+        let live: Vec<usize> = (0..n).filter(|&c| set[c]).collect();
+        if live.len() == 1 {
+            let outcome = Outcome::Found {
+                culprit: live[0],
+                confidence: 1.0,
+            };
+            return Trial {
+                outcome,
+                runs,
+                rounds,
+                stalled: false,
+            };
+        }
+        let split = g.best_split(&set, &skip).filter(|&(_, d)| d > 0);
+        let Some((c, _)) = split else {
+            let p = 1.0 / live.len().max(1) as f64;
+            let outcome = Outcome::Inconclusive {
+                reason: "only skipped commits left".into(),
+                candidates: live.iter().map(|&c| (c, p)).collect(),
+            };
+            return Trial {
+                outcome,
+                runs,
+                rounds,
+                stalled: false,
+            };
+        };
+        rounds += 1;
+        if world.untestable.contains(&c) {
+            skip[c] = true;
+            continue;
+        }
+        let y = measure(has_change[c], &mut runs);
+        if (y > mid) == up {
+            bads.push(c)
+        } else {
+            goods.push(c)
         }
     }
 }

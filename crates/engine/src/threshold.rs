@@ -294,6 +294,7 @@ fn assess(
         point: Point::Good,
         verdict: Verdict::Good,
         culprit_probability: None,
+        bad_probability: None,
     }];
     for c in 0..graph.len() {
         let verdict = if ev.untestable.contains(&c) {
@@ -310,6 +311,7 @@ fn assess(
             point: Point::Candidate(c),
             verdict,
             culprit_probability,
+            bad_probability: None,
         });
     }
     out

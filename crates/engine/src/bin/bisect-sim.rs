@@ -1,0 +1,515 @@
+//! bisect-sim: the engine against the baselines on synthetic histories, in one run.
+//!
+//! ```text
+//! bisect-sim [--trials 1000] [--threads 2] [--only SUBSTRING]...   the standard cells
+//! bisect-sim --list                                                  list the standard cells
+//! bisect-sim --cell 'n=1000 shape=merges cv=0.02 noise=t3 w=8 conf=0.99 engine=bayes ...'
+//! bisect-sim --bench [--n 100000] [--w 8]                            engine speed on a big DAG
+//! ```
+//! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
+//! (gauss|t3|bimodal|drift), skip (unbuildable rate), fail (incomplete-run rate), w, conf,
+//! engine (bayes|v1|git|lkp3), magnitude, change (yes|no), max (run cap), rpr.
+
+use perfbisect_engine::sim::{
+    Baseline, Noise, Trial, World, run_baseline, run_trial, run_trial_observed,
+};
+use perfbisect_engine::synth::{self, Shape, SplitMix};
+use perfbisect_engine::{Decision, Evidence, Outcome, Point, Settings, Strategy, decide};
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+struct Cell {
+    n: usize,
+    merges: bool,
+    delta: f64,
+    cv: f64,
+    noise: String,
+    skip: f64,
+    fail: f64,
+    w: u32,
+    conf: f64,
+    engine: String,
+    magnitude: Option<f64>,
+    change: bool,
+    max_runs: u32,
+    rpr: u32,
+}
+
+impl Default for Cell {
+    fn default() -> Self {
+        Self {
+            n: 1000,
+            merges: true,
+            delta: 0.03,
+            cv: 0.02,
+            noise: "gauss".into(),
+            skip: 0.0,
+            fail: 0.0,
+            w: 1,
+            conf: 0.99,
+            engine: "bayes".into(),
+            magnitude: None,
+            change: true,
+            max_runs: 3000,
+            rpr: 5,
+        }
+    }
+}
+
+impl Cell {
+    fn parse(spec: &str) -> Result<Cell, String> {
+        let mut c = Cell::default();
+        for word in spec.split_whitespace() {
+            let (k, v) = word
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value, got {word:?}"))?;
+            let num = || v.parse::<f64>().map_err(|e| format!("{k}: {e}"));
+            match k {
+                "n" => c.n = num()? as usize,
+                "shape" => c.merges = v == "merges",
+                "delta" => c.delta = num()?,
+                "cv" => c.cv = num()?,
+                "noise" => c.noise = v.to_string(),
+                "skip" => c.skip = num()?,
+                "fail" => c.fail = num()?,
+                "w" => c.w = num()? as u32,
+                "conf" => c.conf = num()?,
+                "engine" => c.engine = v.to_string(),
+                "magnitude" => c.magnitude = Some(num()?),
+                "change" => c.change = v != "no",
+                "max" => c.max_runs = num()? as u32,
+                "rpr" => c.rpr = num()? as u32,
+                _ => return Err(format!("unknown key {k:?}")),
+            }
+        }
+        Ok(c)
+    }
+
+    fn name(&self) -> String {
+        let mut s = format!(
+            "n={} {} d={}% {} cv={}% w={} conf={}",
+            self.n,
+            if self.merges { "merges" } else { "linear" },
+            100.0 * self.delta,
+            self.noise,
+            100.0 * self.cv,
+            self.w,
+            self.conf
+        );
+        if self.skip > 0.0 {
+            s += &format!(" skip={}%", 100.0 * self.skip);
+        }
+        if self.fail > 0.0 {
+            s += &format!(" fail={}%", 100.0 * self.fail);
+        }
+        if let Some(m) = self.magnitude {
+            s += &format!(" mag={}%", 100.0 * m);
+        }
+        if !self.change {
+            s += " NO-CHANGE";
+        }
+        s
+    }
+
+    fn noise(&self) -> Noise {
+        let cv = self.cv;
+        match self.noise.as_str() {
+            "t3" => Noise::StudentT3 { cv },
+            "bimodal" => Noise::Bimodal { cv },
+            "drift" => Noise::Drift { cv },
+            _ => Noise::Gaussian { cv },
+        }
+    }
+
+    fn world(&self, seed: u64) -> World {
+        let shape = if self.merges {
+            Shape::merges(self.n)
+        } else {
+            Shape::linear(self.n)
+        };
+        let graph = synth::graph(shape, seed);
+        let mut rng = SplitMix::new(seed ^ 0xc0ffee);
+        let culprit = self.change.then(|| rng.below(graph.len()));
+        let untestable: BTreeSet<usize> = (0..graph.len() - 1)
+            .filter(|&c| Some(c) != culprit && rng.uniform() < self.skip)
+            .collect();
+        World {
+            graph,
+            culprit,
+            delta: self.delta,
+            noise: self.noise(),
+            untestable,
+            incomplete_rate: self.fail,
+        }
+    }
+
+    fn settings(&self) -> Settings {
+        let strategy = if self.engine == "v1" {
+            Strategy::Threshold
+        } else {
+            Strategy::Bayes
+        };
+        Settings {
+            confidence: self.conf,
+            runs_per_request: self.rpr,
+            max_runs: self.max_runs,
+            magnitude: self.magnitude,
+            idle_hosts: self.w,
+            strategy,
+            ..Settings::default()
+        }
+    }
+
+    fn trial(&self, seed: u64) -> (Trial, World) {
+        let world = self.world(seed);
+        let trial = match self.engine.as_str() {
+            "git" => run_baseline(&world, Baseline::PlainGit, seed),
+            "lkp3" => run_baseline(&world, Baseline::FixedRuns3, seed),
+            _ => run_trial(&world, &self.settings(), seed),
+        };
+        (trial, world)
+    }
+}
+
+/// The standard cells: the issue's targets, each beside its comparison.
+fn standard_cells() -> Vec<String> {
+    let mut cells = Vec::new();
+    for cv in ["0.01", "0.02", "0.05"] {
+        for shape in ["linear", "merges"] {
+            cells.push(format!("cv={cv} shape={shape}"));
+        }
+        for engine in ["git", "lkp3", "v1"] {
+            cells.push(format!("cv={cv} engine={engine}"));
+        }
+    }
+    for conf in ["0.95", "0.999"] {
+        cells.push(format!("conf={conf}"));
+        cells.push(format!("conf={conf} cv=0.05"));
+    }
+    cells.push("conf=0.95 cv=0.01".into());
+    cells.push("conf=0.999 cv=0.01".into());
+    cells.push("n=10000".into());
+    cells.push("n=10000 cv=0.05".into());
+    cells.push("change=no".into());
+    cells.push("change=no cv=0.05".into());
+    cells.push("change=no cv=0.05 magnitude=0.03".into());
+    cells.push("cv=0.05 noise=t3".into());
+    cells.push("noise=t3".into());
+    cells.push("noise=bimodal".into());
+    cells.push("noise=drift".into());
+    cells.push("cv=0.05 magnitude=0.03".into());
+    cells.push("skip=0.05".into());
+    cells.push("skip=0.05 fail=0.05".into());
+    for w in ["4", "8", "32"] {
+        cells.push(format!("w={w}"));
+    }
+    cells.push("w=8 cv=0.05".into());
+    cells
+}
+
+/// What one trial came to.
+#[derive(Debug, Clone, Copy)]
+struct One {
+    correct: bool,
+    no_culprit: bool,
+    wrong: bool,
+    in_set: bool,
+    runs: u32,
+    rounds: u32,
+    stalled: bool,
+}
+
+struct Row {
+    name: String,
+    engine: String,
+    trials: usize,
+    exact: f64,
+    no_culprit: f64,
+    wrong: f64,
+    in_set: f64,
+    mean_runs: f64,
+    p90_runs: u32,
+    median_runs: u32,
+    median_rounds: u32,
+    mean_rounds: f64,
+    stalls: usize,
+    secs: f64,
+}
+
+fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
+    let start = Instant::now();
+    let results: Vec<One> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    (t..trials)
+                        .step_by(threads)
+                        .map(|i| {
+                            let seed = 1_000_003 * i as u64 + 17;
+                            let (trial, world) = cell.trial(seed);
+                            let correct = trial.correct(&world);
+                            let found = matches!(trial.outcome, Outcome::Found { .. });
+                            let wrong = found && !correct;
+                            let in_set = match (&trial.outcome, world.culprit) {
+                                (Outcome::Found { culprit, .. }, Some(c)) => *culprit == c,
+                                (Outcome::Inconclusive { candidates, .. }, Some(c)) => {
+                                    candidates.iter().any(|&(x, _)| x == c)
+                                }
+                                _ => false,
+                            };
+                            One {
+                                correct,
+                                no_culprit: !found,
+                                wrong,
+                                in_set,
+                                runs: trial.runs,
+                                rounds: trial.rounds,
+                                stalled: trial.stalled,
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("trial thread"))
+            .collect()
+    });
+    let k = results.len().max(1) as f64;
+    let frac = |f: &dyn Fn(&One) -> bool| results.iter().filter(|r| f(r)).count() as f64 / k;
+    let mut runs: Vec<u32> = results.iter().map(|r| r.runs).collect();
+    runs.sort_unstable();
+    let mut rounds: Vec<u32> = results.iter().map(|r| r.rounds).collect();
+    rounds.sort_unstable();
+    let q = |v: &[u32], p: f64| v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1];
+    Row {
+        name: cell.name(),
+        engine: cell.engine.clone(),
+        trials: results.len(),
+        exact: frac(&|r| r.correct),
+        no_culprit: frac(&|r| r.no_culprit),
+        wrong: frac(&|r| r.wrong),
+        in_set: frac(&|r| r.in_set),
+        mean_runs: runs.iter().map(|&x| x as f64).sum::<f64>() / k,
+        p90_runs: q(&runs, 0.9),
+        median_runs: q(&runs, 0.5),
+        median_rounds: q(&rounds, 0.5),
+        mean_rounds: rounds.iter().map(|&x| x as f64).sum::<f64>() / k,
+        stalls: results.iter().filter(|r| r.stalled).count(),
+        secs: start.elapsed().as_secs_f64(),
+    }
+}
+
+fn header() {
+    println!(
+        "| {:<54} | {:<5} | {:>5} | {:>6} | {:>6} | {:>6} | {:>6} | {:>6} | {:>5} | {:>5} | {:>6} | {:>6} | {:>3} | {:>5} |",
+        "cell",
+        "eng",
+        "trial",
+        "exact%",
+        "nocul%",
+        "wrong%",
+        "inset%",
+        "meanR",
+        "p50R",
+        "p90R",
+        "p50rd",
+        "meanrd",
+        "hng",
+        "secs"
+    );
+    println!("|{}|", "-".repeat(150));
+}
+
+fn print_row(r: &Row) {
+    println!(
+        "| {:<54} | {:<5} | {:>5} | {:>6.1} | {:>6.1} | {:>6.2} | {:>6.1} | {:>6.1} | {:>5} | {:>5} | {:>6} | {:>6.1} | {:>3} | {:>5.1} |",
+        r.name,
+        r.engine,
+        r.trials,
+        100.0 * r.exact,
+        100.0 * r.no_culprit,
+        100.0 * r.wrong,
+        100.0 * r.in_set,
+        r.mean_runs,
+        r.median_runs,
+        r.p90_runs,
+        r.median_rounds,
+        r.mean_rounds,
+        r.stalls,
+        r.secs
+    );
+}
+
+/// Time to choose the next `w` points on a big synthetic DAG, at three stages of a bisect.
+fn bench(n: usize, w: u32) {
+    let t = Instant::now();
+    let graph = synth::graph(Shape::merges(n), 42);
+    let merges = (0..graph.len())
+        .filter(|&c| graph.parents(c).len() > 1)
+        .count();
+    println!(
+        "history: {} commits, {merges} merges, generated in {:?}",
+        graph.len(),
+        t.elapsed()
+    );
+    let settings = Settings {
+        idle_hosts: w,
+        max_runs: 100_000,
+        ..Settings::default()
+    };
+    let world = World {
+        graph: graph.clone(),
+        culprit: Some(n / 3),
+        delta: 0.03,
+        noise: Noise::Gaussian { cv: 0.02 },
+        untestable: BTreeSet::new(),
+        incomplete_rate: 0.0,
+    };
+    // Drive a real bisect and time every decision.
+    let mut ev = Evidence::default();
+    let mut rng = SplitMix::new(5);
+    let mut times = Vec::new();
+    let has_change = {
+        let mut m = vec![false; n];
+        m[n / 3] = true;
+        for c in n / 3 + 1..n {
+            m[c] = graph.parents(c).iter().any(|&p| m[p]);
+        }
+        m
+    };
+    for _ in 0..400 {
+        let t = Instant::now();
+        let (decision, _) = decide(&graph, &ev, &settings);
+        times.push((t.elapsed().as_secs_f64() * 1e3, ev.samples.len()));
+        let Decision::Measure { requests, .. } = decision else {
+            break;
+        };
+        for r in requests {
+            for p in std::iter::once(r.point).chain(r.pair_with) {
+                for _ in 0..r.runs {
+                    let level = match p {
+                        Point::Candidate(c) if has_change[c] => 103.0,
+                        _ => 100.0,
+                    };
+                    let z = (rng.uniform() + rng.uniform() + rng.uniform() - 1.5) * 2.0; // sd 1
+                    ev.samples
+                        .entry(p)
+                        .or_default()
+                        .push(level * (1.0 + world.noise.cv() * z));
+                }
+            }
+        }
+    }
+    let mut ms: Vec<f64> = times.iter().map(|t| t.0).collect();
+    let first = ms[0];
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "decide() with W={w} on {n} commits: {} decisions, first {:.1} ms, median {:.1} ms, p90 {:.1} ms, max {:.1} ms (up to {} measured points)",
+        ms.len(),
+        first,
+        ms[ms.len() / 2],
+        ms[ms.len() * 9 / 10],
+        ms[ms.len() - 1],
+        times.last().map_or(0, |t| t.1)
+    );
+    let all = vec![true; graph.len()];
+    let skip = vec![false; graph.len()];
+    let t = Instant::now();
+    let split = graph.best_split(&all, &skip);
+    println!(
+        "git-style best split over all {n} commits: {split:?} in {:.1} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut trials = 1000;
+    let mut threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(2);
+    let mut only: Vec<String> = Vec::new();
+    let mut custom: Vec<String> = Vec::new();
+    let mut bench_mode = false;
+    let mut list = false;
+    let mut trace: Option<u64> = None;
+    let (mut bench_n, mut bench_w) = (100_000, 8);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .unwrap_or_else(|| panic!("{a} needs a value"))
+        };
+        match a.as_str() {
+            "--trials" => trials = val().parse().expect("--trials N"),
+            "--threads" => threads = val().parse().expect("--threads N"),
+            "--only" => only.push(val()),
+            "--cell" => custom.push(val()),
+            "--bench" => bench_mode = true,
+            "--n" => bench_n = val().parse().expect("--n N"),
+            "--w" => bench_w = val().parse().expect("--w W"),
+            "--list" => list = true,
+            "--trace" => trace = Some(val().parse::<u64>().expect("--trace SEED")),
+            "-h" | "--help" => {
+                println!(
+                    "{}",
+                    include_str!("bisect-sim.rs")
+                        .lines()
+                        .take(13)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+                return;
+            }
+            other => panic!("unknown argument {other:?} (see --help)"),
+        }
+    }
+    if let Some(seed) = trace {
+        let cell = Cell::parse(custom.first().map_or("", String::as_str)).expect("--cell");
+        let world = cell.world(seed);
+        println!("{}: culprit {:?}", cell.name(), world.culprit);
+        let mut observe = |d: &Decision, ev: &Evidence| {
+            println!("[{} runs] {d:?}", ev.runs_spent());
+        };
+        let t = run_trial_observed(&world, &cell.settings(), seed, &mut observe);
+        println!("{t:?}");
+        return;
+    }
+    if bench_mode {
+        bench(bench_n, bench_w);
+        return;
+    }
+    let specs = if custom.is_empty() {
+        standard_cells()
+    } else {
+        custom
+    };
+    let cells: Vec<Cell> = specs
+        .iter()
+        .map(|s| Cell::parse(s).unwrap_or_else(|e| panic!("{s}: {e}")))
+        .filter(|c| {
+            only.is_empty()
+                || only
+                    .iter()
+                    .any(|o| c.name().contains(o.as_str()) || c.engine == *o)
+        })
+        .collect();
+    if list {
+        for c in &cells {
+            println!("{} engine={}", c.name(), c.engine);
+        }
+        return;
+    }
+    println!(
+        "bisect-sim: {trials} trials a cell, {threads} threads; runs include verification; R = runs, rd = rounds"
+    );
+    header();
+    for cell in &cells {
+        let row = run_cell(cell, trials, threads);
+        print_row(&row);
+    }
+}
