@@ -1,6 +1,8 @@
 //! A small client for the user-facing REST API.
 
-use perfbisect_wire::api::{Bisect, BisectList, CreateRepository, ErrorBody, Repository, SubmitBisect};
+use perfbisect_wire::api::{
+    Bisect, BisectList, CreateRepository, ErrorBody, Repository, SubmitBisect,
+};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 
@@ -9,7 +11,11 @@ pub enum ApiError {
     #[error("cannot reach the server at {url}: {source}")]
     Unreachable { url: String, source: reqwest::Error },
     #[error("{status}: {}{message}", field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default())]
-    Refused { status: u16, field: Option<String>, message: String },
+    Refused {
+        status: u16,
+        field: Option<String>,
+        message: String,
+    },
     #[error("unexpected answer: {0}")]
     Protocol(String),
 }
@@ -24,7 +30,10 @@ pub struct Api {
 impl Api {
     pub fn new(base: &str, token: Option<String>) -> Self {
         Self {
-            http: reqwest::Client::builder().timeout(Duration::from_secs(300)).build().expect("HTTP client"),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(300))
+                .build()
+                .expect("HTTP client"),
             base: base.trim_end_matches('/').to_string(),
             token,
         }
@@ -39,15 +48,25 @@ impl Api {
             Some(t) => req.bearer_auth(t),
             None => req,
         };
-        let resp = req.send().await.map_err(|source| ApiError::Unreachable { url: self.base.clone(), source })?;
+        let resp = req.send().await.map_err(|source| ApiError::Unreachable {
+            url: self.base.clone(),
+            source,
+        })?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|source| ApiError::Unreachable { url: self.base.clone(), source })?;
+        let bytes = resp.bytes().await.map_err(|source| ApiError::Unreachable {
+            url: self.base.clone(),
+            source,
+        })?;
         if !status.is_success() {
             let (field, message) = match serde_json::from_slice::<ErrorBody>(&bytes) {
                 Ok(b) => (b.error.field, b.error.message),
                 Err(_) => (None, String::from_utf8_lossy(&bytes).into_owned()),
             };
-            return Err(ApiError::Refused { status: status.as_u16(), field, message });
+            return Err(ApiError::Refused {
+                status: status.as_u16(),
+                field,
+                message,
+            });
         }
         serde_json::from_slice(&bytes).map_err(|e| ApiError::Protocol(e.to_string()))
     }
@@ -57,44 +76,61 @@ impl Api {
     }
 
     pub async fn add_repository(&self, name: &str, url: &str) -> Result<Repository, ApiError> {
-        let body = CreateRepository { name: name.into(), url: url.into() };
-        self.send(self.http.post(format!("{}/api/v1/repositories", self.base)).json(&body)).await
+        let body = CreateRepository {
+            name: name.into(),
+            url: url.into(),
+        };
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/repositories", self.base))
+                .json(&body),
+        )
+        .await
     }
 
     pub async fn submit(&self, req: &SubmitBisect) -> Result<Bisect, ApiError> {
-        self.send(self.http.post(format!("{}/api/v1/bisects", self.base)).json(req)).await
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/bisects", self.base))
+                .json(req),
+        )
+        .await
     }
 
     pub async fn bisect(&self, id: i64) -> Result<Bisect, ApiError> {
-        self.send(self.http.get(format!("{}/api/v1/bisects/{id}", self.base))).await
+        self.send(self.http.get(format!("{}/api/v1/bisects/{id}", self.base)))
+            .await
     }
 
     pub async fn list(&self, status: Option<&str>) -> Result<BisectList, ApiError> {
         // Statuses are plain words (checked by the server), no escaping needed.
         let query = status.map(|s| format!("?status={s}")).unwrap_or_default();
-        self.send(self.http.get(format!("{}/api/v1/bisects{query}", self.base))).await
+        self.send(
+            self.http
+                .get(format!("{}/api/v1/bisects{query}", self.base)),
+        )
+        .await
     }
 
     pub async fn cancel(&self, id: i64) -> Result<Bisect, ApiError> {
-        self.send(self.http.post(format!("{}/api/v1/bisects/{id}/cancel", self.base))).await
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/bisects/{id}/cancel", self.base)),
+        )
+        .await
     }
 
     pub async fn hosts(&self) -> Result<serde_json::Value, ApiError> {
-        self.send(self.http.get(format!("{}/api/v1/hosts", self.base))).await
+        self.send(self.http.get(format!("{}/api/v1/hosts", self.base)))
+            .await
     }
 }
 
 /// One progress line: status, candidates left, runs, pending tasks.
 pub fn progress_line(b: &Bisect) -> String {
     format!(
-        "bisect {} [{}] candidates {}/{} · runs {} · tasks pending {}{}",
-        b.id,
-        b.status,
-        b.candidates_remaining,
-        b.candidates_total,
-        b.runs_done,
-        b.tasks_pending,
-        b.status_reason.as_ref().map(|r| format!(" · {r}")).unwrap_or_default()
+        "bisect {} [{}] candidates {}/{} · runs {} · tasks pending {}",
+        b.id, b.status, b.candidates_remaining, b.candidates_total, b.runs_done, b.tasks_pending
     )
 }
 

@@ -4,11 +4,11 @@
 //! generates an example repository with a planted change, submits the bisect through the
 //! REST API, shows progress, and prints the culprit with its per-commit numbers.
 
-use crate::api::{progress_line, render, Api};
+use crate::api::{Api, progress_line, render};
 use crate::example::{self, ExampleOptions};
-use crate::processes::{free_port, Process};
-use anyhow::{bail, Context};
-use perfbisect_wire::api::{status_is_final, SubmitBisect};
+use crate::processes::{Process, free_port};
+use anyhow::{Context, bail};
+use perfbisect_wire::api::{SubmitBisect, status_is_final};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -48,10 +48,14 @@ fn exe() -> anyhow::Result<PathBuf> {
 /// Checks what the demo needs from the machine; says exactly what is missing.
 fn preflight() -> anyhow::Result<()> {
     if perfbisect_server::pg::find_bin_dir().is_err() {
-        bail!("PostgreSQL is not installed: run `apt-get install -y postgresql` (the demo runs its own cluster)");
+        bail!(
+            "PostgreSQL is not installed: run `apt-get install -y postgresql` (the demo runs its own cluster)"
+        );
     }
     if Command::new("cc").arg("--version").output().is_err() {
-        bail!("a C compiler is needed to build the example benchmark: run `apt-get install -y gcc`");
+        bail!(
+            "a C compiler is needed to build the example benchmark: run `apt-get install -y gcc`"
+        );
     }
     Ok(())
 }
@@ -86,16 +90,24 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         &ex.planted[..12]
     );
 
-    let mut server = start_server(&dir, port, &api_token, &enroll_token, None)?;
+    let exe = exe()?;
+    let mut server = start_server(&exe, &dir, port, &api_token, &enroll_token, None, 30)?;
     let api = Api::new(&url, Some(api_token.clone()));
     wait_healthy(&api, &mut server, Duration::from_secs(120)).await?;
     let mut workers = Vec::new();
     for i in 1..=2 {
-        workers.push(start_worker(&dir, &url, &enroll_token, &format!("demo-worker-{i}"))?);
+        workers.push(start_worker(
+            &exe,
+            &dir,
+            &url,
+            &enroll_token,
+            &format!("demo-worker-{i}"),
+        )?);
     }
     println!("server: {url}  (logs in {})", dir.display());
 
-    api.add_repository("example", &ex.path.display().to_string()).await?;
+    api.add_repository("example", &ex.path.display().to_string())
+        .await?;
     let submitted = api
         .submit(&SubmitBisect {
             repository: "example".into(),
@@ -111,15 +123,24 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             use_merge_base: false,
         })
         .await?;
-    println!("submitted bisect {} over {} candidates", submitted.id, submitted.candidates_total);
-    let done = watch(&api, submitted.id, Duration::from_secs(args.timeout_secs)).await?;
+    println!(
+        "submitted bisect {} over {} candidates",
+        submitted.id, submitted.candidates_total
+    );
+    let done = tokio::select! {
+        done = watch(&api, submitted.id, Duration::from_secs(args.timeout_secs)) => done?,
+        _ = tokio::signal::ctrl_c() => bail!("interrupted; bisect {} left as it was", submitted.id),
+    };
     println!("\n{}", render(&done));
     let found = done.culprit.as_ref().map(|c| c.commit.sha.as_str());
     let ok = found == Some(ex.planted.as_str());
     if ok {
         println!("the culprit is the planted commit {}", &ex.planted[..12]);
     } else {
-        println!("the planted commit was {}, the bisect says {:?}", ex.planted, found);
+        println!(
+            "the planted commit was {}, the bisect says {:?}",
+            ex.planted, found
+        );
     }
     println!("\nAPI:        {url}/api/v1/bisects/{}", done.id);
     println!("dashboard:  {url}/");
@@ -139,13 +160,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 
 /// Starts `perfbisect server` as a child process; logs go to `<dir>/server.log`.
 pub fn start_server(
+    exe: &Path,
     dir: &Path,
     port: u16,
     api_token: &str,
     enroll_token: &str,
     database_url: Option<&str>,
+    lease_secs: u64,
 ) -> anyhow::Result<Process> {
-    let mut cmd = Command::new(exe()?);
+    let mut cmd = Command::new(exe);
     cmd.arg("server")
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
@@ -153,7 +176,7 @@ pub fn start_server(
         .arg(dir.join("server"))
         .env("PERFBISECT_API_TOKEN", api_token)
         .env("PERFBISECT_ENROLL_TOKEN", enroll_token)
-        .env("PERFBISECT_LEASE_SECS", "30");
+        .env("PERFBISECT_LEASE_SECS", lease_secs.to_string());
     match database_url {
         Some(u) => cmd.env("DATABASE_URL", u),
         None => cmd.env_remove("DATABASE_URL"),
@@ -161,8 +184,14 @@ pub fn start_server(
     Ok(Process::spawn("server", cmd, &dir.join("server.log"))?)
 }
 
-pub fn start_worker(dir: &Path, url: &str, enroll_token: &str, name: &str) -> anyhow::Result<Process> {
-    let mut cmd = Command::new(exe()?);
+pub fn start_worker(
+    exe: &Path,
+    dir: &Path,
+    url: &str,
+    enroll_token: &str,
+    name: &str,
+) -> anyhow::Result<Process> {
+    let mut cmd = Command::new(exe);
     cmd.arg("worker")
         .arg("--server")
         .arg(url)
@@ -191,7 +220,11 @@ pub async fn wait_healthy(api: &Api, server: &mut Process, limit: Duration) -> a
 }
 
 /// Prints progress whenever it changes, until the bisect ends; returns its final view.
-pub async fn watch(api: &Api, id: i64, limit: Duration) -> anyhow::Result<perfbisect_wire::api::Bisect> {
+pub async fn watch(
+    api: &Api,
+    id: i64,
+    limit: Duration,
+) -> anyhow::Result<perfbisect_wire::api::Bisect> {
     let start = Instant::now();
     let mut last = String::new();
     loop {

@@ -26,7 +26,13 @@ pub struct ExampleOptions {
 
 impl Default for ExampleOptions {
     fn default() -> Self {
-        Self { commits: 240, change: 0.06, noise_cv: 0.03, seed: 1, broken_commits: 0 }
+        Self {
+            commits: 240,
+            change: 0.06,
+            noise_cv: 0.03,
+            seed: 1,
+            broken_commits: 0,
+        }
     }
 }
 
@@ -50,7 +56,7 @@ tbox_group: local
 params:
   work: 200000
 build:
-  command: cc -O2 -o bench bench.c
+  command: cc -O2 -o bench bench.c -lm
 run:
   command: ./bench
   format: key_value
@@ -109,7 +115,12 @@ struct Builder<'r> {
 }
 
 impl Builder<'_> {
-    fn commit(&mut self, files: &BTreeMap<String, String>, parents: &[Oid], message: &str) -> anyhow::Result<Oid> {
+    fn commit(
+        &mut self,
+        files: &BTreeMap<String, String>,
+        parents: &[Oid],
+        message: &str,
+    ) -> anyhow::Result<Oid> {
         let mut tb = self.repo.treebuilder(None)?;
         let mut dirs: BTreeMap<String, git2::TreeBuilder> = BTreeMap::new();
         for (path, content) in files {
@@ -119,7 +130,9 @@ impl Builder<'_> {
                     if !dirs.contains_key(dir) {
                         dirs.insert(dir.to_string(), self.repo.treebuilder(None)?);
                     }
-                    dirs.get_mut(dir).expect("inserted").insert(name, blob, 0o100644)?;
+                    dirs.get_mut(dir)
+                        .expect("inserted")
+                        .insert(name, blob, 0o100644)?;
                 }
                 None => {
                     tb.insert(path, blob, 0o100644)?;
@@ -132,8 +145,15 @@ impl Builder<'_> {
         }
         let tree = self.repo.find_tree(tb.write()?)?;
         self.clock += 60;
-        let who = Signature::new("Example Developer", "dev@example.invalid", &Time::new(self.clock, 0))?;
-        let parents: Vec<git2::Commit> = parents.iter().map(|p| self.repo.find_commit(*p)).collect::<Result<_, _>>()?;
+        let who = Signature::new(
+            "Example Developer",
+            "dev@example.invalid",
+            &Time::new(self.clock, 0),
+        )?;
+        let parents: Vec<git2::Commit> = parents
+            .iter()
+            .map(|p| self.repo.find_commit(*p))
+            .collect::<Result<_, _>>()?;
         let refs: Vec<&git2::Commit> = parents.iter().collect();
         Ok(self.repo.commit(None, &who, &who, message, &tree, &refs)?)
     }
@@ -147,7 +167,10 @@ pub fn generate(path: &Path, opts: &ExampleOptions) -> anyhow::Result<ExampleRep
     }
     let repo = Repository::init_bare(path)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
-    let mut b = Builder { repo: &repo, clock: 1_700_000_000 };
+    let mut b = Builder {
+        repo: &repo,
+        clock: 1_700_000_000,
+    };
     let base_score = 1000.0;
     let mut main_files: BTreeMap<String, String> = BTreeMap::new();
     main_files.insert("bench.c".into(), BENCH_C.into());
@@ -177,7 +200,10 @@ pub fn generate(path: &Path, opts: &ExampleOptions) -> anyhow::Result<ExampleRep
             let mut topic_changed: BTreeMap<String, String> = BTreeMap::new();
             for k in 0..topic_len {
                 let path = format!("topics/topic{topic_no}.txt");
-                let content = format!("{}step {k}\n", topic_files.get(&path).cloned().unwrap_or_default());
+                let content = format!(
+                    "{}step {k}\n",
+                    topic_files.get(&path).cloned().unwrap_or_default()
+                );
                 topic_files.insert(path.clone(), content.clone());
                 topic_changed.insert(path, content);
                 let plant = planted.is_none() && made >= planted_at;
@@ -199,27 +225,42 @@ pub fn generate(path: &Path, opts: &ExampleOptions) -> anyhow::Result<ExampleRep
             if rng.random_bool(0.5) && made + 2 <= total {
                 let c = format!("{}main while topic{topic_no}\n", main_files["CHANGES"]);
                 main_files.insert("CHANGES".into(), c);
-                head = b.commit(&main_files, &[head], &format!("main: housekeeping during topic{topic_no}"))?;
+                head = b.commit(
+                    &main_files,
+                    &[head],
+                    &format!("main: housekeeping during topic{topic_no}"),
+                )?;
                 made += 1;
             }
             let _ = fork_files;
             for (p, c) in topic_changed {
                 main_files.insert(p, c);
             }
-            head = b.commit(&main_files, &[head, topic_head], &format!("Merge branch 'topic{topic_no}'"))?;
+            head = b.commit(
+                &main_files,
+                &[head, topic_head],
+                &format!("Merge branch 'topic{topic_no}'"),
+            )?;
             merges += 1;
             made += 1;
         } else {
             let plant = planted.is_none() && made >= planted_at;
-            let break_it = !plant && broken_left > 0 && made > 2 && left > 2 && rng.random_bool(0.3);
+            let break_it =
+                !plant && broken_left > 0 && made > 2 && left > 2 && rng.random_bool(0.3);
             let c = format!("{}change {made}\n", main_files["CHANGES"]);
             main_files.insert("CHANGES".into(), c);
             let msg = if plant {
-                main_files.insert("params.h".into(), params_h(base_score * (1.0 + opts.change), opts.noise_cv));
+                main_files.insert(
+                    "params.h".into(),
+                    params_h(base_score * (1.0 + opts.change), opts.noise_cv),
+                );
                 "demo: make the scoring loop do more work".to_string()
             } else if break_it {
                 // A commit that does not compile; the next one fixes it.
-                main_files.insert("bench.c".into(), format!("{BENCH_C}\n#error broken on purpose\n"));
+                main_files.insert(
+                    "bench.c".into(),
+                    format!("{BENCH_C}\n#error broken on purpose\n"),
+                );
                 format!("demo: half-done refactor {made}")
             } else {
                 format!("demo: change {made}")
@@ -259,7 +300,14 @@ mod tests {
     #[test]
     fn generates_the_history_it_describes() {
         let dir = tempfile::tempdir().unwrap();
-        let ex = generate(&dir.path().join("ex.git"), &ExampleOptions { commits: 200, ..Default::default() }).unwrap();
+        let ex = generate(
+            &dir.path().join("ex.git"),
+            &ExampleOptions {
+                commits: 200,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let repo = Repository::open_bare(&ex.path).unwrap();
         let mut walk = repo.revwalk().unwrap();
         walk.push(Oid::from_str(&ex.bad).unwrap()).unwrap();
@@ -267,16 +315,30 @@ mod tests {
         let shas: Vec<Oid> = walk.map(|o| o.unwrap()).collect();
         assert_eq!(shas.len(), ex.commits);
         assert!(ex.commits >= 200);
-        let merges = shas.iter().filter(|o| repo.find_commit(**o).unwrap().parent_count() > 1).count();
+        let merges = shas
+            .iter()
+            .filter(|o| repo.find_commit(**o).unwrap().parent_count() > 1)
+            .count();
         assert_eq!(merges, ex.merges);
         assert!(merges >= 5, "only {merges} merges");
         // The planted commit changes params.h and its parent does not have the change.
-        let planted = repo.find_commit(Oid::from_str(&ex.planted).unwrap()).unwrap();
+        let planted = repo
+            .find_commit(Oid::from_str(&ex.planted).unwrap())
+            .unwrap();
         let read = |c: &git2::Commit| {
-            let entry = c.tree().unwrap().get_name("params.h").unwrap().to_object(&repo).unwrap();
+            let entry = c
+                .tree()
+                .unwrap()
+                .get_name("params.h")
+                .unwrap()
+                .to_object(&repo)
+                .unwrap();
             String::from_utf8(entry.as_blob().unwrap().content().to_vec()).unwrap()
         };
         assert_ne!(read(&planted), read(&planted.parent(0).unwrap()));
-        assert_eq!(read(&repo.find_commit(Oid::from_str(&ex.bad).unwrap()).unwrap()), read(&planted));
+        assert_eq!(
+            read(&repo.find_commit(Oid::from_str(&ex.bad).unwrap()).unwrap()),
+            read(&planted)
+        );
     }
 }

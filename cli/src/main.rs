@@ -1,12 +1,16 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use perfbisect_cli::api::{render, Api};
+use perfbisect_cli::api::{Api, render};
 use perfbisect_wire::api::SubmitBisect;
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "perfbisect", version, about = "Find the commit that changed a benchmark's result")]
+#[command(
+    name = "perfbisect",
+    version,
+    about = "Find the commit that changed a benchmark's result"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -15,7 +19,12 @@ struct Cli {
 #[derive(clap::Args, Clone)]
 struct Remote {
     /// The server's base URL.
-    #[arg(long, env = "PERFBISECT_SERVER", default_value = "http://127.0.0.1:8080", global = true)]
+    #[arg(
+        long,
+        env = "PERFBISECT_SERVER",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
     server: String,
     /// API token (submit, cancel, repo add). Defaults to the local server's `api-token` file.
     #[arg(long, env = "PERFBISECT_TOKEN", global = true)]
@@ -25,7 +34,9 @@ struct Remote {
 impl Remote {
     fn api(&self) -> Api {
         let token = self.token.clone().or_else(|| {
-            std::fs::read_to_string(".perfbisect/server/api-token").ok().map(|t| t.trim().to_string())
+            std::fs::read_to_string(".perfbisect/server/api-token")
+                .ok()
+                .map(|t| t.trim().to_string())
         });
         Api::new(&self.server, token)
     }
@@ -134,8 +145,21 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
             println!("repository {} ({}) mirrored", r.name, r.url);
             Ok(())
         }
-        Cmd::Submit { repo, good, bad, job, metric, direction, confidence, max_runs, use_merge_base, watch, remote } => {
-            let job = std::fs::read_to_string(&job).with_context(|| format!("reading job spec {}", job.display()))?;
+        Cmd::Submit {
+            repo,
+            good,
+            bad,
+            job,
+            metric,
+            direction,
+            confidence,
+            max_runs,
+            use_merge_base,
+            watch,
+            remote,
+        } => {
+            let job = std::fs::read_to_string(&job)
+                .with_context(|| format!("reading job spec {}", job.display()))?;
             let api = remote.api();
             let b = api
                 .submit(&SubmitBisect {
@@ -152,9 +176,14 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
                     use_merge_base,
                 })
                 .await?;
-            println!("bisect {} submitted: {} candidates", b.id, b.candidates_total);
+            println!(
+                "bisect {} submitted: {} candidates",
+                b.id, b.candidates_total
+            );
             if watch {
-                let done = perfbisect_cli::demo::watch(&api, b.id, Duration::from_secs(u64::MAX / 4)).await?;
+                let done =
+                    perfbisect_cli::demo::watch(&api, b.id, Duration::from_secs(u64::MAX / 4))
+                        .await?;
                 println!("\n{}", render(&done));
             }
             Ok(())
@@ -170,7 +199,8 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
         }
         Cmd::Watch { id, remote } => {
             let api = remote.api();
-            let done = perfbisect_cli::demo::watch(&api, id, Duration::from_secs(u64::MAX / 4)).await?;
+            let done =
+                perfbisect_cli::demo::watch(&api, id, Duration::from_secs(u64::MAX / 4)).await?;
             println!("\n{}", render(&done));
             Ok(())
         }

@@ -12,9 +12,28 @@ pub struct Process {
 
 impl Process {
     pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> std::io::Result<Process> {
-        let file = std::fs::File::create(log)?;
-        let child = cmd.stdin(Stdio::null()).stdout(file.try_clone()?).stderr(file).spawn()?;
-        Ok(Process { name: name.to_string(), child: Some(child) })
+        use std::os::unix::process::CommandExt;
+        // Should this process die without stopping its children, they stop too (SIGTERM).
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()?;
+        Ok(Process {
+            name: name.to_string(),
+            child: Some(child),
+        })
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -31,7 +50,9 @@ impl Process {
 
     /// SIGTERM, then waits up to `grace` before SIGKILL.
     pub fn stop(&mut self, grace: Duration) {
-        let Some(mut c) = self.child.take() else { return };
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
         let pid = nix::unistd::Pid::from_raw(c.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let deadline = Instant::now() + grace;
@@ -60,5 +81,7 @@ impl Drop for Process {
 }
 
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }

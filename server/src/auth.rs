@@ -1,8 +1,8 @@
 //! Tokens: API tokens (submit, cancel), enrollment tokens (register a worker) and worker
 //! tokens (everything a worker does). Only SHA-256 hashes are stored.
 
-use crate::error::ApiError;
 use crate::AppState;
+use crate::error::ApiError;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use rand::Rng;
@@ -23,14 +23,18 @@ fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     let value = parts
         .headers
         .get(axum::http::header::AUTHORIZATION)
-        .ok_or_else(|| ApiError::Unauthorized("missing `Authorization: Bearer <token>` header".into()))?;
+        .ok_or_else(|| {
+            ApiError::Unauthorized("missing `Authorization: Bearer <token>` header".into())
+        })?;
     value
         .to_str()
         .ok()
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into()))
+        .ok_or_else(|| {
+            ApiError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+        })
 }
 
 /// Adds a token of `kind` unless a token with the same value is already stored.
@@ -45,11 +49,13 @@ pub async fn ensure_token(db: &PgPool, kind: &str, name: &str, token: &str) -> s
 }
 
 async fn token_id(db: &PgPool, kind: &str, token: &str) -> Result<Option<i64>, ApiError> {
-    Ok(sqlx::query_scalar("SELECT id FROM api_tokens WHERE kind = $1 AND token_hash = $2 AND revoked_at IS NULL")
-        .bind(kind)
-        .bind(hash_token(token))
-        .fetch_optional(db)
-        .await?)
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM api_tokens WHERE kind = $1 AND token_hash = $2 AND revoked_at IS NULL",
+    )
+    .bind(kind)
+    .bind(hash_token(token))
+    .fetch_optional(db)
+    .await?)
 }
 
 /// A caller holding a valid API token.
@@ -77,7 +83,9 @@ impl FromRequestParts<AppState> for Enrollment {
         let token = bearer(parts)?;
         match token_id(&state.db, "enroll", token).await? {
             Some(_) => Ok(Enrollment),
-            None => Err(ApiError::Unauthorized("the enrollment token is not valid".into())),
+            None => Err(ApiError::Unauthorized(
+                "the enrollment token is not valid".into(),
+            )),
         }
     }
 }
@@ -98,7 +106,11 @@ impl FromRequestParts<AppState> for WorkerHost {
         .bind(hash_token(token))
         .fetch_optional(&state.db)
         .await?;
-        let (host_id, host_group) = row.ok_or_else(|| ApiError::Unauthorized("the worker token is not valid".into()))?;
-        Ok(WorkerHost { host_id, host_group })
+        let (host_id, host_group) =
+            row.ok_or_else(|| ApiError::Unauthorized("the worker token is not valid".into()))?;
+        Ok(WorkerHost {
+            host_id,
+            host_group,
+        })
     }
 }

@@ -9,7 +9,11 @@ pub struct ServerConfig {
     #[arg(long, env = "PERFBISECT_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Where git mirrors (and, without DATABASE_URL, the embedded PostgreSQL cluster) live.
-    #[arg(long, env = "PERFBISECT_DATA_DIR", default_value = ".perfbisect/server")]
+    #[arg(
+        long,
+        env = "PERFBISECT_DATA_DIR",
+        default_value = ".perfbisect/server"
+    )]
     pub data_dir: PathBuf,
     /// PostgreSQL to use. Without it the server runs its own cluster in the data directory.
     #[arg(long, env = "DATABASE_URL")]
@@ -30,6 +34,8 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     pub fn public_url(&self) -> String {
-        self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen))
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.listen))
     }
 }

@@ -20,14 +20,19 @@ pub async fn migrate(db: &PgPool) -> anyhow::Result<()> {
 
 /// Creates database `name` through the maintenance connection `admin_url` unless it exists.
 pub async fn ensure_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
-    let mut conn = sqlx::PgConnection::connect(admin_url).await.context("connecting to the maintenance database")?;
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-        .bind(name)
-        .fetch_one(&mut conn)
-        .await?;
+    let mut conn = sqlx::PgConnection::connect(admin_url)
+        .await
+        .context("connecting to the maintenance database")?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await?;
     if !exists {
         // Identifiers cannot be bound; `name` is ours, never user input.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&mut conn).await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .execute(&mut conn)
+            .await?;
     }
     Ok(())
 }

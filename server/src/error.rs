@@ -1,18 +1,24 @@
 //! The one error type that HTTP handlers return, rendered as `{"error": {field, message}}`.
 
+use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use perfbisect_wire::api::{ErrorBody, ErrorDetail};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The request is wrong; `field` names the part of it.
     #[error("{message}")]
-    BadRequest { field: Option<String>, message: String },
+    BadRequest {
+        field: Option<String>,
+        message: String,
+    },
     /// Well-formed but refused (e.g. a revision that does not exist).
     #[error("{message}")]
-    Unprocessable { field: Option<String>, message: String },
+    Unprocessable {
+        field: Option<String>,
+        message: String,
+    },
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -27,10 +33,16 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn bad(field: &str, message: impl Into<String>) -> Self {
-        ApiError::BadRequest { field: Some(field.to_string()), message: message.into() }
+        ApiError::BadRequest {
+            field: Some(field.to_string()),
+            message: message.into(),
+        }
     }
     pub fn unprocessable(field: &str, message: impl Into<String>) -> Self {
-        ApiError::Unprocessable { field: Some(field.to_string()), message: message.into() }
+        ApiError::Unprocessable {
+            field: Some(field.to_string()),
+            message: message.into(),
+        }
     }
 }
 
@@ -44,7 +56,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, field) = match &self {
             ApiError::BadRequest { field, .. } => (StatusCode::BAD_REQUEST, field.clone()),
-            ApiError::Unprocessable { field, .. } => (StatusCode::UNPROCESSABLE_ENTITY, field.clone()),
+            ApiError::Unprocessable { field, .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, field.clone())
+            }
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, None),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, None),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, None),
@@ -57,6 +71,12 @@ impl IntoResponse for ApiError {
             ApiError::Internal(_) => "internal server error (see the server log)".to_string(),
             other => other.to_string(),
         };
-        (status, Json(ErrorBody { error: ErrorDetail { field, message } })).into_response()
+        (
+            status,
+            Json(ErrorBody {
+                error: ErrorDetail { field, message },
+            }),
+        )
+            .into_response()
     }
 }

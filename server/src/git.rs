@@ -58,7 +58,11 @@ pub enum RangeError {
         "good `{good}` is not an ancestor of bad `{bad}`; their merge base is {merge_base}: submit again with \
          good = {merge_base}, or with use_merge_base = true"
     )]
-    NotAncestor { good: String, bad: String, merge_base: String },
+    NotAncestor {
+        good: String,
+        bad: String,
+        merge_base: String,
+    },
     #[error("the range {good}..{bad} is empty: bad is an ancestor of (or the same commit as) good")]
     Empty { good: String, bad: String },
     #[error(transparent)]
@@ -86,7 +90,8 @@ impl Mirrors {
         let repo = match Repository::open_bare(&path) {
             Ok(r) => r,
             Err(_) => {
-                std::fs::create_dir_all(&path).map_err(|e| GitError::Git(git2::Error::from_str(&e.to_string())))?;
+                std::fs::create_dir_all(&path)
+                    .map_err(|e| GitError::Git(git2::Error::from_str(&e.to_string())))?;
                 Repository::init_bare(&path)?
             }
         };
@@ -100,37 +105,74 @@ impl Mirrors {
 
 /// Fetches every branch and tag of `url` into `repo`, mirror-style.
 pub fn fetch_all(repo: &Repository, url: &str) -> Result<(), GitError> {
-    let mut remote = repo.remote_anonymous(url).map_err(|source| GitError::Fetch { url: url.into(), source })?;
+    let mut remote = repo
+        .remote_anonymous(url)
+        .map_err(|source| GitError::Fetch {
+            url: url.into(),
+            source,
+        })?;
     remote
-        .fetch(&["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], None, None)
-        .map_err(|source| GitError::Fetch { url: url.into(), source })
+        .fetch(
+            &["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+            None,
+            None,
+        )
+        .map_err(|source| GitError::Fetch {
+            url: url.into(),
+            source,
+        })
 }
 
 /// Resolves a sha, short sha, branch, tag or any revspec to a commit.
 pub fn resolve(repo: &Repository, rev: &str) -> Result<Oid, GitError> {
     match repo.revparse_single(rev) {
-        Ok(obj) => Ok(obj.peel_to_commit().map_err(|_| GitError::UnknownRevision { rev: rev.into() })?.id()),
-        Err(e) if e.code() == git2::ErrorCode::Ambiguous => Err(GitError::AmbiguousRevision { rev: rev.into() }),
+        Ok(obj) => Ok(obj
+            .peel_to_commit()
+            .map_err(|_| GitError::UnknownRevision { rev: rev.into() })?
+            .id()),
+        Err(e) if e.code() == git2::ErrorCode::Ambiguous => {
+            Err(GitError::AmbiguousRevision { rev: rev.into() })
+        }
         Err(_) => Err(GitError::UnknownRevision { rev: rev.into() }),
     }
 }
 
 /// Resolves good and bad and builds the candidate set: commits reachable from bad and not
 /// from good, merges included, parents first.
-pub fn range(repo: &Repository, good_rev: &str, bad_rev: &str, use_merge_base: bool) -> Result<Range, RangeError> {
-    let mut good =
-        resolve(repo, good_rev).map_err(|_| RangeError::UnknownRevision { field: "good", rev: good_rev.into() })?;
-    let bad = resolve(repo, bad_rev).map_err(|_| RangeError::UnknownRevision { field: "bad", rev: bad_rev.into() })?;
+pub fn range(
+    repo: &Repository,
+    good_rev: &str,
+    bad_rev: &str,
+    use_merge_base: bool,
+) -> Result<Range, RangeError> {
+    let mut good = resolve(repo, good_rev).map_err(|_| RangeError::UnknownRevision {
+        field: "good",
+        rev: good_rev.into(),
+    })?;
+    let bad = resolve(repo, bad_rev).map_err(|_| RangeError::UnknownRevision {
+        field: "bad",
+        rev: bad_rev.into(),
+    })?;
     let mut note = None;
     if good == bad || repo.graph_descendant_of(good, bad)? {
-        return Err(RangeError::Empty { good: good_rev.into(), bad: bad_rev.into() });
+        return Err(RangeError::Empty {
+            good: good_rev.into(),
+            bad: bad_rev.into(),
+        });
     }
     if !repo.graph_descendant_of(bad, good)? {
         let base = repo
             .merge_base(good, bad)
-            .map_err(|_| RangeError::Unrelated { good: good_rev.into(), bad: bad_rev.into() })?;
+            .map_err(|_| RangeError::Unrelated {
+                good: good_rev.into(),
+                bad: bad_rev.into(),
+            })?;
         if !use_merge_base {
-            return Err(RangeError::NotAncestor { good: good_rev.into(), bad: bad_rev.into(), merge_base: short(base) });
+            return Err(RangeError::NotAncestor {
+                good: good_rev.into(),
+                bad: bad_rev.into(),
+                merge_base: short(base),
+            });
         }
         note = Some(format!(
             "good {} is not an ancestor of bad {}; bisecting from their merge base {}",
@@ -151,13 +193,19 @@ pub fn range(repo: &Repository, good_rev: &str, bad_rev: &str, use_merge_base: b
         let c = repo.find_commit(*oid)?;
         candidates.push(CandidateCommit {
             sha: oid.to_string(),
-            parents: c.parent_ids().filter_map(|p| index.get(&p).copied()).collect(),
+            parents: c
+                .parent_ids()
+                .filter_map(|p| index.get(&p).copied())
+                .collect(),
             subject: summary(&c),
             author: author(&c),
         });
     }
     // libgit2's topological order puts bad last when walking from bad alone; keep it an invariant.
-    debug_assert_eq!(candidates.last().map(|c| c.sha.as_str()), Some(bad.to_string().as_str()));
+    debug_assert_eq!(
+        candidates.last().map(|c| c.sha.as_str()),
+        Some(bad.to_string().as_str())
+    );
     let gc = repo.find_commit(good)?;
     Ok(Range {
         good: good.to_string(),
@@ -175,7 +223,11 @@ fn summary(c: &git2::Commit) -> String {
 
 fn author(c: &git2::Commit) -> String {
     let a = c.author();
-    format!("{} <{}>", String::from_utf8_lossy(a.name_bytes()), String::from_utf8_lossy(a.email_bytes()))
+    format!(
+        "{} <{}>",
+        String::from_utf8_lossy(a.name_bytes()),
+        String::from_utf8_lossy(a.email_bytes())
+    )
 }
 
 fn short(oid: Oid) -> String {

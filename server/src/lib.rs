@@ -32,7 +32,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(db: sqlx::PgPool, data_dir: &std::path::Path, lease: Duration, public_url: String) -> Self {
+    pub fn new(
+        db: sqlx::PgPool,
+        data_dir: &std::path::Path,
+        lease: Duration,
+        public_url: String,
+    ) -> Self {
         AppState {
             db,
             mirrors: git::Mirrors::new(data_dir.join("mirrors")),
@@ -71,7 +76,12 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     auth::ensure_token(&db, "api", "configured", &api_token).await?;
     auth::ensure_token(&db, "enroll", "configured", &enroll_token).await?;
 
-    let state = AppState::new(db.clone(), &config.data_dir, Duration::from_secs(config.lease_secs), config.public_url());
+    let state = AppState::new(
+        db.clone(),
+        &config.data_dir,
+        Duration::from_secs(config.lease_secs),
+        config.public_url(),
+    );
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -105,7 +115,8 @@ fn read_or_create_token(path: &std::path::Path) -> anyhow::Result<String> {
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {},
         _ = term.recv() => {},
@@ -116,8 +127,11 @@ async fn shutdown_signal() {
 /// Sets up tracing: `PERFBISECT_LOG_FORMAT=json` for structured logs, `RUST_LOG` for levels.
 pub fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::env::var("PERFBISECT_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
     } else {

@@ -16,7 +16,9 @@ pub enum PgError {
          install them with `apt-get install -y postgresql`, or set DATABASE_URL to an existing server"
     )]
     NotInstalled,
-    #[error("running as root, but there is no `postgres` system user to own the cluster (install the postgresql package, or run as another user)")]
+    #[error(
+        "running as root, but there is no `postgres` system user to own the cluster (install the postgresql package, or run as another user)"
+    )]
     NoPostgresUser,
     #[error("{what} failed: {detail}")]
     Command { what: String, detail: String },
@@ -43,7 +45,10 @@ pub fn find_bin_dir() -> Result<PathBuf, PgError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     // Debian's versioned directories first (newest first): /usr/local/bin may hold only some links.
     if let Ok(entries) = fs::read_dir("/usr/lib/postgresql") {
-        let mut versions: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path().join("bin")).collect();
+        let mut versions: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin"))
+            .collect();
         versions.sort();
         versions.reverse();
         dirs.extend(versions);
@@ -52,7 +57,9 @@ pub fn find_bin_dir() -> Result<PathBuf, PgError> {
         dirs.extend(std::env::split_paths(&path));
     }
     dirs.into_iter()
-        .find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file() && d.join("postgres").is_file())
+        .find(|d| {
+            d.join("initdb").is_file() && d.join("pg_ctl").is_file() && d.join("postgres").is_file()
+        })
         .ok_or(PgError::NotInstalled)
 }
 
@@ -66,7 +73,9 @@ fn traversable_by(path: &Path, uid: u32, gid: u32) -> bool {
     path.ancestors().skip(1).all(|dir| match fs::metadata(dir) {
         Ok(m) => {
             let mode = m.permissions().mode();
-            (m.uid() == uid && mode & 0o100 != 0) || (m.gid() == gid && mode & 0o010 != 0) || mode & 0o001 != 0
+            (m.uid() == uid && mode & 0o100 != 0)
+                || (m.gid() == gid && mode & 0o010 != 0)
+                || mode & 0o001 != 0
         }
         Err(_) => true,
     })
@@ -79,9 +88,14 @@ impl Cluster {
     pub fn start(data_dir: &Path) -> Result<Cluster, PgError> {
         let bin = find_bin_dir()?;
         fs::create_dir_all(data_dir).map_err(io(format!("creating {}", data_dir.display())))?;
-        let data_dir = data_dir.canonicalize().map_err(io("resolving the data directory"))?;
+        let data_dir = data_dir
+            .canonicalize()
+            .map_err(io("resolving the data directory"))?;
         let (mut pgdata, run_as) = if is_root() {
-            let user = nix::unistd::User::from_name("postgres").ok().flatten().ok_or(PgError::NoPostgresUser)?;
+            let user = nix::unistd::User::from_name("postgres")
+                .ok()
+                .flatten()
+                .ok_or(PgError::NoPostgresUser)?;
             let want = data_dir.join("pg");
             let pgdata = if traversable_by(&want, user.uid.as_raw(), user.gid.as_raw()) {
                 want
@@ -89,7 +103,9 @@ impl Cluster {
                 // The postgres user cannot reach the data directory (e.g. under /root, mode 700):
                 // keep the cluster in a place it can reach, named after the data directory.
                 use sha2::Digest;
-                let tag = hex::encode(&sha2::Sha256::digest(data_dir.as_os_str().as_encoded_bytes())[..6]);
+                let tag = hex::encode(
+                    &sha2::Sha256::digest(data_dir.as_os_str().as_encoded_bytes())[..6],
+                );
                 PathBuf::from(format!("/var/tmp/perfbisect-pg/{tag}"))
             };
             (pgdata, Some("postgres".to_string()))
@@ -102,7 +118,8 @@ impl Cluster {
             let parent = pgdata.parent().expect("cluster dir has a parent");
             fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
             if !pgdata.exists() {
-                fs::create_dir_all(&pgdata).map_err(io(format!("creating {}", pgdata.display())))?;
+                fs::create_dir_all(&pgdata)
+                    .map_err(io(format!("creating {}", pgdata.display())))?;
             }
             chown(&pgdata, user)?;
             if parent.starts_with("/var/tmp/perfbisect-pg") {
@@ -110,13 +127,21 @@ impl Cluster {
             }
         }
         pgdata = pgdata.canonicalize().unwrap_or(pgdata);
-        let mut cluster = Cluster { data: pgdata, bin, port: 0, run_as };
+        let mut cluster = Cluster {
+            data: pgdata,
+            bin,
+            port: 0,
+            run_as,
+        };
         if !cluster.data.join("PG_VERSION").exists() {
             cluster.initdb()?;
         }
         // Where the cluster really is, for scripts that stop it (`pg_ctl -D $(cat pg.datadir) stop`).
-        fs::write(data_dir.join("pg.datadir"), cluster.data.as_os_str().as_encoded_bytes())
-            .map_err(io("writing pg.datadir"))?;
+        fs::write(
+            data_dir.join("pg.datadir"),
+            cluster.data.as_os_str().as_encoded_bytes(),
+        )
+        .map_err(io("writing pg.datadir"))?;
         let port_file = data_dir.join("pg.port");
         if cluster.is_running() {
             cluster.port = fs::read_to_string(&port_file)
@@ -182,14 +207,24 @@ impl Cluster {
 
     fn initdb(&self) -> Result<(), PgError> {
         let mut cmd = self.command("initdb");
-        cmd.arg("-D").arg(&self.data).args(["-U", "postgres", "-A", "trust", "-N", "-E", "UTF8", "--locale=C"]);
+        cmd.arg("-D").arg(&self.data).args([
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-N",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]);
         self.run("initdb", cmd)
     }
 
     fn is_running(&self) -> bool {
         let mut cmd = self.command("pg_ctl");
         cmd.arg("-D").arg(&self.data).arg("status");
-        cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
         cmd.status().map(|s| s.success()).unwrap_or(false)
     }
 
@@ -207,20 +242,26 @@ impl Cluster {
                 self.data.display()
             ))
             .args(["-w", "-t", "60", "start"]);
-        cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
         self.run("pg_ctl start", cmd)
     }
 
     /// Stops the cluster (fast shutdown: open transactions roll back, data is kept).
     pub fn stop(&self) -> Result<(), PgError> {
         let mut cmd = self.command("pg_ctl");
-        cmd.arg("-D").arg(&self.data).args(["-m", "fast", "-w", "stop"]);
+        cmd.arg("-D")
+            .arg(&self.data)
+            .args(["-m", "fast", "-w", "stop"]);
         self.run("pg_ctl stop", cmd)
     }
 }
 
 fn chown(path: &Path, user: &str) -> Result<(), PgError> {
-    let u = nix::unistd::User::from_name(user).ok().flatten().ok_or(PgError::NoPostgresUser)?;
+    let u = nix::unistd::User::from_name(user)
+        .ok()
+        .flatten()
+        .ok_or(PgError::NoPostgresUser)?;
     nix::unistd::chown(path, Some(u.uid), Some(u.gid))
         .map_err(|e| PgError::Io(format!("chown {} to {user}", path.display()), e.into()))?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(io("chmod cluster dir"))

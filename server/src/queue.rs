@@ -13,19 +13,24 @@ pub struct ClaimedTask {
     pub id: i64,
     pub bisect_id: i64,
     pub sha: String,
+    pub pair_sha: Option<String>,
     pub runs: i32,
     pub lease_expires_at: DateTime<Utc>,
 }
 
 /// Takes the oldest queued task of `host_group` for `host_id`, if there is one.
-pub async fn claim(state: &AppState, host_id: i64, host_group: &str) -> sqlx::Result<Option<ClaimedTask>> {
+pub async fn claim(
+    state: &AppState,
+    host_id: i64,
+    host_group: &str,
+) -> sqlx::Result<Option<ClaimedTask>> {
     sqlx::query_as(
         "UPDATE tasks t SET state = 'running', host_id = $1, attempts = t.attempts + 1,
                 lease_expires_at = now() + make_interval(secs => $3), started_at = now()
          FROM (SELECT id FROM tasks WHERE state = 'queued' AND host_group = $2
                ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) c
          WHERE t.id = c.id
-         RETURNING t.id, t.bisect_id, t.sha, t.runs, t.lease_expires_at",
+         RETURNING t.id, t.bisect_id, t.sha, t.pair_sha, t.runs, t.lease_expires_at",
     )
     .bind(host_id)
     .bind(host_group)
@@ -93,8 +98,13 @@ pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
     let mut bisects = Vec::new();
     for (task, bisect, new_state) in rows {
         tracing::warn!(task, bisect, new_state, "task lease expired");
-        crate::scheduler::event(&state.db, bisect, "lease_expired", &format!("task {task} lease expired; now {new_state}"))
-            .await?;
+        crate::scheduler::event(
+            &state.db,
+            bisect,
+            "lease_expired",
+            &format!("task {task} lease expired; now {new_state}"),
+        )
+        .await?;
         if new_state == "queued" {
             notify_queued(&state.db).await?;
         }
@@ -120,6 +130,9 @@ pub async fn reap_expired_leases(state: AppState) {
 }
 
 pub async fn notify_queued<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_notify($1, '')").bind(CHANNEL).execute(db).await?;
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(CHANNEL)
+        .execute(db)
+        .await?;
     Ok(())
 }

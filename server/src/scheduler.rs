@@ -7,7 +7,8 @@
 use crate::AppState;
 use anyhow::Context;
 use perfbisect_engine::{
-    decide, Assessment, CandidateGraph, Decision, Direction, Evidence, Outcome, Phase, Point, Settings,
+    Assessment, CandidateGraph, Decision, Direction, Evidence, Outcome, Phase, Point, Settings,
+    decide,
 };
 use sqlx::PgPool;
 use std::collections::HashMap;
@@ -31,7 +32,12 @@ struct BisectRow {
 }
 
 /// Records a line of the bisect's story.
-pub async fn event<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64, kind: &str, message: &str) -> sqlx::Result<()> {
+pub async fn event<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    bisect: i64,
+    kind: &str,
+    message: &str,
+) -> sqlx::Result<()> {
     sqlx::query("INSERT INTO bisect_events (bisect_id, kind, message) VALUES ($1, $2, $3)")
         .bind(bisect)
         .bind(kind)
@@ -46,11 +52,12 @@ pub async fn load_graph<'e>(
     db: impl sqlx::PgExecutor<'e>,
     bisect: i64,
 ) -> anyhow::Result<(CandidateGraph, HashMap<String, Point>)> {
-    let rows: Vec<(i32, String, Vec<i32>)> =
-        sqlx::query_as("SELECT idx, sha, parents FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx")
-            .bind(bisect)
-            .fetch_all(db)
-            .await?;
+    let rows: Vec<(i32, String, Vec<i32>)> = sqlx::query_as(
+        "SELECT idx, sha, parents FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
+    )
+    .bind(bisect)
+    .fetch_all(db)
+    .await?;
     let mut points = HashMap::new();
     let mut ids = Vec::new();
     let mut parents = Vec::new();
@@ -63,7 +70,20 @@ pub async fn load_graph<'e>(
             parents.push(ps.into_iter().map(|p| p as usize).collect());
         }
     }
-    Ok((CandidateGraph::new(ids, parents).context("stored candidate graph")?, points))
+    Ok((
+        CandidateGraph::new(ids, parents).context("stored candidate graph")?,
+        points,
+    ))
+}
+
+#[derive(sqlx::FromRow)]
+struct TaskRow {
+    id: i64,
+    sha: String,
+    pair_sha: Option<String>,
+    state: String,
+    runs: i32,
+    failed_sha: Option<String>,
 }
 
 /// Folds every stored run and task of the bisect into the engine's evidence.
@@ -72,46 +92,98 @@ async fn load_evidence(
     bisect: i64,
     metric: &str,
     points: &HashMap<String, Point>,
-) -> anyhow::Result<(Evidence, usize)> {
+) -> anyhow::Result<Evidence> {
     let mut evidence = Evidence::default();
-    let runs: Vec<(String, Option<f64>)> = sqlx::query_as(
-        "SELECT sha, (metrics ->> $2)::float8 FROM runs WHERE bisect_id = $1 AND completed ORDER BY id",
+    // (task, sha, completed, value) in upload order within each task.
+    let runs: Vec<(i64, String, bool, Option<f64>)> = sqlx::query_as(
+        "SELECT task_id, sha, completed, (metrics ->> $2)::float8 FROM runs
+         WHERE bisect_id = $1 ORDER BY task_id, iteration",
     )
     .bind(bisect)
     .bind(metric)
     .fetch_all(&mut *tx)
     .await?;
-    let runs_done = runs.len();
-    for (sha, value) in runs {
-        if let (Some(point), Some(v)) = (points.get(&sha), value) {
-            if v.is_finite() {
-                evidence.samples.entry(*point).or_default().push(v);
-            }
+    let mut per_task: HashMap<i64, Vec<(Point, Option<f64>)>> = HashMap::new();
+    for (task, sha, completed, value) in runs {
+        let Some(point) = points.get(&sha).copied() else {
+            continue;
+        };
+        let sample = value.filter(|v| completed && v.is_finite());
+        match sample {
+            Some(v) => evidence.samples.entry(point).or_default().push(v),
+            None => *evidence.failed.entry(point).or_default() += 1,
         }
+        per_task.entry(task).or_default().push((point, sample));
     }
-    let tasks: Vec<(String, String, i32, i64)> = sqlx::query_as(
-        "SELECT t.sha, t.state, t.runs, (SELECT count(*) FROM runs r WHERE r.task_id = t.id)
-         FROM tasks t WHERE t.bisect_id = $1",
+    let tasks: Vec<TaskRow> = sqlx::query_as(
+        "SELECT id, sha, pair_sha, state, runs, failed_sha FROM tasks WHERE bisect_id = $1 ORDER BY id",
     )
     .bind(bisect)
     .fetch_all(&mut *tx)
     .await?;
-    for (sha, state, runs, uploaded) in tasks {
-        let Some(point) = points.get(&sha) else { continue };
+    for TaskRow {
+        id: task,
+        sha,
+        pair_sha,
+        state,
+        runs,
+        failed_sha,
+    } in tasks
+    {
+        let Some(&point) = points.get(&sha) else {
+            continue;
+        };
+        let pair = pair_sha.as_ref().and_then(|p| points.get(p)).copied();
+        let done = per_task.get(&task).map(Vec::as_slice).unwrap_or_default();
+        if let Some(pair) = pair {
+            // Interleaved couples: the i-th complete run of each side, in run order.
+            let a: Vec<Option<f64>> = done
+                .iter()
+                .filter(|(p, _)| *p == point)
+                .map(|(_, v)| *v)
+                .collect();
+            let b: Vec<Option<f64>> = done
+                .iter()
+                .filter(|(p, _)| *p == pair)
+                .map(|(_, v)| *v)
+                .collect();
+            let couples: Vec<(f64, f64)> = a
+                .iter()
+                .zip(&b)
+                .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
+                .collect();
+            if !couples.is_empty() {
+                evidence
+                    .pairs
+                    .entry((point, pair))
+                    .or_default()
+                    .extend(couples);
+            }
+        }
         match state.as_str() {
             "queued" | "running" => {
-                let left = (runs as i64 - uploaded).max(0) as u32;
-                *evidence.pending.entry(*point).or_default() += left;
+                for p in std::iter::once(point).chain(pair) {
+                    let uploaded = done.iter().filter(|(q, _)| *q == p).count() as i64;
+                    let left = (runs as i64 - uploaded).max(0) as u32;
+                    if left > 0 {
+                        *evidence.pending.entry(p).or_default() += left;
+                    }
+                }
             }
             "build_failed" => {
-                if let Point::Candidate(i) = point {
-                    evidence.untestable.insert(*i);
+                let failed = failed_sha
+                    .as_ref()
+                    .and_then(|f| points.get(f))
+                    .copied()
+                    .unwrap_or(point);
+                if let Point::Candidate(i) = failed {
+                    evidence.untestable.insert(i);
                 }
             }
             _ => {}
         }
     }
-    Ok((evidence, runs_done))
+    Ok(evidence)
 }
 
 /// Moves one bisect forward as far as the stored evidence allows.
@@ -130,7 +202,6 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
     if perfbisect_wire::api::status_is_final(&row.status) {
         return Ok(());
     }
-    let _ = &row.good_sha;
 
     // A task that failed on every attempt (not the commit's fault) stops the bisect: its
     // evidence is missing and guessing around it would be dishonest.
@@ -152,7 +223,29 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
     }
 
     let (graph, points) = load_graph(&mut *tx, bisect).await?;
-    let (evidence, _runs_done) = load_evidence(&mut tx, bisect, &row.metric, &points).await?;
+    let evidence = load_evidence(&mut tx, bisect, &row.metric, &points).await?;
+    // Nothing can be decided about a range whose endpoints cannot be built.
+    let bad_sha = graph.id(graph.bad()).to_string();
+    let broken_end: Option<(String, Option<String>)> = sqlx::query_as(
+        "SELECT coalesce(failed_sha, sha), coalesce(log_tail, message) FROM tasks
+         WHERE bisect_id = $1 AND state = 'build_failed' AND coalesce(failed_sha, sha) IN ($2, $3) LIMIT 1",
+    )
+    .bind(bisect)
+    .bind(&row.good_sha)
+    .bind(&bad_sha)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((sha, log)) = broken_end {
+        let which = if sha == row.good_sha { "good" } else { "bad" };
+        let reason = format!(
+            "the {which} endpoint {} does not build with this job; build log ends:\n{}",
+            &sha[..12],
+            log.unwrap_or_default()
+        );
+        finish(&mut tx, bisect, "failed", &reason, None).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
     let (live_hosts, outstanding): (i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM hosts WHERE host_group = $2
                  AND last_seen_at > now() - make_interval(secs => $3)),
@@ -187,34 +280,57 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            finish(&mut tx, bisect, "failed", &format!("the engine failed: {what}"), None).await?;
+            finish(
+                &mut tx,
+                bisect,
+                "failed",
+                &format!("the engine failed: {what}"),
+                None,
+            )
+            .await?;
             tx.commit().await?;
             return Ok(());
         }
     };
     store_assessments(&mut tx, bisect, &graph, &assessments).await?;
     match decision {
-        Decision::Measure { phase, requests, why } => {
+        Decision::Measure {
+            phase,
+            requests,
+            why,
+        } => {
             if idle > 0 {
                 let mut queued = 0;
+                let sha_of = |p: Point| match p {
+                    Point::Good => row.good_sha.clone(),
+                    Point::Candidate(i) => graph.id(i).to_string(),
+                };
                 for req in requests.iter().take(idle as usize) {
-                    let sha = match req.point {
-                        Point::Good => row.good_sha.clone(),
-                        Point::Candidate(i) => graph.id(i).to_string(),
-                    };
+                    let sha = sha_of(req.point);
+                    let pair_sha = req.pair_with.map(sha_of);
                     sqlx::query(
-                        "INSERT INTO tasks (bisect_id, sha, job_spec_id, host_group, runs, phase)
-                         VALUES ($1, $2, $3, $4, $5, $6)",
+                        "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
                     )
                     .bind(bisect)
                     .bind(&sha)
+                    .bind(&pair_sha)
                     .bind(row.job_spec_id)
                     .bind(&row.tbox_group)
                     .bind(req.runs.max(1) as i32)
                     .bind(phase_name(phase))
                     .execute(&mut *tx)
                     .await?;
-                    event(&mut *tx, bisect, "measure", &format!("{} × {}: {why}", req.runs, &sha[..12])).await?;
+                    let what = match &pair_sha {
+                        Some(p) => format!(
+                            "{} × {} interleaved with {}",
+                            req.runs,
+                            &sha[..12],
+                            &p[..12]
+                        ),
+                        None => format!("{} × {}", req.runs, &sha[..12]),
+                    };
+                    event(&mut *tx, bisect, "measure", &format!("{what}: {why}")).await?;
                     queued += 1;
                 }
                 if queued > 0 {
@@ -224,7 +340,10 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
             set_phase(&mut tx, bisect, phase, Some(&why)).await?;
         }
         Decision::Wait { phase } => set_phase(&mut tx, bisect, phase, None).await?,
-        Decision::Done(Outcome::Found { culprit, confidence }) => {
+        Decision::Done(Outcome::Found {
+            culprit,
+            confidence,
+        }) => {
             let sha = graph.id(culprit).to_string();
             let reason = format!("culprit {} with probability {confidence:.4}", &sha[..12]);
             finish(&mut tx, bisect, "found", &reason, Some((&sha, confidence))).await?;
@@ -254,7 +373,12 @@ fn phase_name(phase: Phase) -> &'static str {
     }
 }
 
-async fn set_phase(tx: &mut sqlx::PgConnection, bisect: i64, phase: Phase, why: Option<&str>) -> sqlx::Result<()> {
+async fn set_phase(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    phase: Phase,
+    why: Option<&str>,
+) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE bisects SET status = $2, status_reason = coalesce($3, status_reason), updated_at = now()
          WHERE id = $1",

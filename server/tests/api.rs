@@ -3,8 +3,8 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use perfbisect_server::{api, auth, db, AppState};
-use serde_json::{json, Value};
+use perfbisect_server::{AppState, api, auth, db};
+use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -29,7 +29,11 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
@@ -57,36 +61,67 @@ fn make_repo(dir: &Path) {
 }
 
 async fn fixture() -> Fixture {
-    let url = perfbisect_server::pg::testing::fresh_database().await.unwrap();
+    let url = perfbisect_server::pg::testing::fresh_database()
+        .await
+        .unwrap();
     let pool = db::connect(&url).await.unwrap();
     db::migrate(&pool).await.unwrap();
-    auth::ensure_token(&pool, "api", "test", TOKEN).await.unwrap();
-    auth::ensure_token(&pool, "enroll", "test", ENROLL).await.unwrap();
+    auth::ensure_token(&pool, "api", "test", TOKEN)
+        .await
+        .unwrap();
+    auth::ensure_token(&pool, "enroll", "test", ENROLL)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("src");
     std::fs::create_dir_all(&repo).unwrap();
     make_repo(&repo);
-    let state = AppState::new(pool, dir.path(), Duration::from_secs(30), "http://test".into());
-    Fixture { state, _dir: dir, repo }
+    let state = AppState::new(
+        pool,
+        dir.path(),
+        Duration::from_secs(30),
+        "http://test".into(),
+    );
+    Fixture {
+        state,
+        _dir: dir,
+        repo,
+    }
 }
 
-async fn call(f: &Fixture, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
+async fn call(
+    f: &Fixture,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
     let mut req = Request::builder().method(method).uri(path);
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
     let req = match body {
-        Some(b) => req.header("content-type", "application/json").body(Body::from(b.to_string())).unwrap(),
+        Some(b) => req
+            .header("content-type", "application/json")
+            .body(Body::from(b.to_string()))
+            .unwrap(),
         None => req.body(Body::empty()).unwrap(),
     };
     let resp = api::router(f.state.clone()).oneshot(req).await.unwrap();
     let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24).await.unwrap();
-    let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
+        .await
+        .unwrap();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
     (status, value)
 }
 
-const JOB: &str = "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n";
+const JOB: &str =
+    "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n";
 
 fn submit_body(good: &str, bad: &str) -> Value {
     json!({"repository": "r", "good": good, "bad": bad, "job": JOB, "metric": "t.x"})
@@ -94,8 +129,14 @@ fn submit_body(good: &str, bad: &str) -> Value {
 
 async fn with_repo() -> Fixture {
     let f = fixture().await;
-    let (s, v) = call(&f, "POST", "/api/v1/repositories", Some(TOKEN),
-        Some(json!({"name": "r", "url": f.repo.display().to_string()}))).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(json!({"name": "r", "url": f.repo.display().to_string()})),
+    )
+    .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     f
 }
@@ -109,11 +150,19 @@ async fn count(f: &Fixture, table: &str) -> i64 {
 
 /// Asserts a 4xx naming `field`, and that no bisect, commit or task row was added.
 async fn refused(f: &Fixture, body: Value, status: StatusCode, field: &str) -> String {
-    let before = (count(f, "bisects").await, count(f, "bisect_commits").await, count(f, "tasks").await);
+    let before = (
+        count(f, "bisects").await,
+        count(f, "bisect_commits").await,
+        count(f, "tasks").await,
+    );
     let (s, v) = call(f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await;
     assert_eq!(s, status, "{v}");
     assert_eq!(v["error"]["field"], json!(field), "{v}");
-    let after = (count(f, "bisects").await, count(f, "bisect_commits").await, count(f, "tasks").await);
+    let after = (
+        count(f, "bisects").await,
+        count(f, "bisect_commits").await,
+        count(f, "tasks").await,
+    );
     assert_eq!(before, after, "a refused submission changed what is stored");
     v["error"]["message"].as_str().unwrap().to_string()
 }
@@ -121,11 +170,24 @@ async fn refused(f: &Fixture, body: Value, status: StatusCode, field: &str) -> S
 #[tokio::test]
 async fn submit_resolves_range_and_stores_candidates() {
     let f = with_repo().await;
-    let (s, v) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(submit_body("v1", "v5"))).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     assert_eq!(v["candidates_total"], json!(4));
-    assert_eq!(v["good"]["sha"].as_str().unwrap(), git(&f.repo, &["rev-parse", "v1"]));
-    assert_eq!(v["bad"]["sha"].as_str().unwrap(), git(&f.repo, &["rev-parse", "v5"]));
+    assert_eq!(
+        v["good"]["sha"].as_str().unwrap(),
+        git(&f.repo, &["rev-parse", "v1"])
+    );
+    assert_eq!(
+        v["bad"]["sha"].as_str().unwrap(),
+        git(&f.repo, &["rev-parse", "v5"])
+    );
     let id = v["id"].as_i64().unwrap();
     // The first decision is to reproduce: tasks for the endpoints are queued.
     let (s, v) = call(&f, "GET", &format!("/api/v1/bisects/{id}"), None, None).await;
@@ -141,7 +203,14 @@ async fn submit_resolves_range_and_stores_candidates() {
 async fn short_sha_and_branch_resolve() {
     let f = with_repo().await;
     let short = git(&f.repo, &["rev-parse", "--short=8", "v1"]);
-    let (s, v) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(submit_body(&short, "main"))).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body(&short, "main")),
+    )
+    .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     assert_eq!(v["candidates_total"], json!(4));
 }
@@ -149,29 +218,76 @@ async fn short_sha_and_branch_resolve() {
 #[tokio::test]
 async fn bad_input_is_refused_with_the_field_named() {
     let f = with_repo().await;
-    let msg = refused(&f, json!({"repository": "nope", "good": "v1", "bad": "v5", "job": JOB, "metric": "t.x"}),
-        StatusCode::UNPROCESSABLE_ENTITY, "repository").await;
+    let msg = refused(
+        &f,
+        json!({"repository": "nope", "good": "v1", "bad": "v5", "job": JOB, "metric": "t.x"}),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "repository",
+    )
+    .await;
     assert!(msg.contains("nope"), "{msg}");
-    let msg = refused(&f, submit_body("v1", "deadbeefdeadbeef"), StatusCode::UNPROCESSABLE_ENTITY, "bad").await;
+    let msg = refused(
+        &f,
+        submit_body("v1", "deadbeefdeadbeef"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "bad",
+    )
+    .await;
     assert!(msg.contains("deadbeefdeadbeef"), "{msg}");
-    let msg = refused(&f, submit_body("nosuchtag", "v5"), StatusCode::UNPROCESSABLE_ENTITY, "good").await;
+    let msg = refused(
+        &f,
+        submit_body("nosuchtag", "v5"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "good",
+    )
+    .await;
     assert!(msg.contains("nosuchtag"), "{msg}");
     // Empty range: bad is an ancestor of good.
-    let msg = refused(&f, submit_body("v5", "v1"), StatusCode::UNPROCESSABLE_ENTITY, "bad").await;
+    let msg = refused(
+        &f,
+        submit_body("v5", "v1"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "bad",
+    )
+    .await;
     assert!(msg.contains("empty"), "{msg}");
-    let msg = refused(&f, submit_body("v5", "v5"), StatusCode::UNPROCESSABLE_ENTITY, "bad").await;
+    let msg = refused(
+        &f,
+        submit_body("v5", "v5"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "bad",
+    )
+    .await;
     assert!(msg.contains("empty"), "{msg}");
     // good not an ancestor of bad: refused, naming the merge base.
-    let msg = refused(&f, submit_body("sidetag", "v5"), StatusCode::UNPROCESSABLE_ENTITY, "good").await;
+    let msg = refused(
+        &f,
+        submit_body("sidetag", "v5"),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "good",
+    )
+    .await;
     let base = git(&f.repo, &["merge-base", "sidetag", "v5"]);
-    assert!(msg.contains(&base[..12]) && msg.contains("not an ancestor"), "{msg}");
+    assert!(
+        msg.contains(&base[..12]) && msg.contains("not an ancestor"),
+        "{msg}"
+    );
     // Malformed job specs name the key.
     let mut body = submit_body("v1", "v5");
-    body["job"] = json!("testcase: t\ntbox_group: g\nbuild: {command: make}\nrun: {command: x}\nrunz: 3\n");
+    body["job"] =
+        json!("testcase: t\ntbox_group: g\nbuild: {command: make}\nrun: {command: x}\nrunz: 3\n");
     let msg = refused(&f, body.clone(), StatusCode::BAD_REQUEST, "job").await;
     assert!(msg.contains("runz"), "{msg}");
-    body["job"] = json!("testcase: t\ntbox_group: g\nbuild: {command: make}\nrun: {command: x}\nruns_per_task: 0\n");
-    refused(&f, body.clone(), StatusCode::BAD_REQUEST, "job.runs_per_task").await;
+    body["job"] = json!(
+        "testcase: t\ntbox_group: g\nbuild: {command: make}\nrun: {command: x}\nruns_per_task: 0\n"
+    );
+    refused(
+        &f,
+        body.clone(),
+        StatusCode::BAD_REQUEST,
+        "job.runs_per_task",
+    )
+    .await;
     body["job"] = json!("[not, a, mapping");
     refused(&f, body, StatusCode::BAD_REQUEST, "job").await;
     // Field-level checks.
@@ -199,26 +315,74 @@ async fn merge_base_is_used_when_asked() {
     body["use_merge_base"] = json!(true);
     let (s, v) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
-    assert_eq!(v["good"]["sha"].as_str().unwrap(), git(&f.repo, &["merge-base", "sidetag", "v5"]));
+    assert_eq!(
+        v["good"]["sha"].as_str().unwrap(),
+        git(&f.repo, &["merge-base", "sidetag", "v5"])
+    );
     assert_eq!(v["candidates_total"], json!(3));
-    let (_, events) = call(&f, "GET", &format!("/api/v1/bisects/{}/events", v["id"]), None, None).await;
-    assert!(events[0]["message"].as_str().unwrap().contains("merge base"), "{events}");
+    let (_, events) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/bisects/{}/events", v["id"]),
+        None,
+        None,
+    )
+    .await;
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("merge base"),
+        "{events}"
+    );
 }
 
 #[tokio::test]
 async fn tokens_are_required_to_change_things() {
     let f = with_repo().await;
     let before = count(&f, "bisects").await;
-    let (s, v) = call(&f, "POST", "/api/v1/bisects", None, Some(submit_body("v1", "v5"))).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        None,
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("Authorization"));
-    let (s, _) = call(&f, "POST", "/api/v1/bisects", Some("wrong"), Some(submit_body("v1", "v5"))).await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization")
+    );
+    let (s, _) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some("wrong"),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     // The enrollment token is not an API token, and the reverse.
-    let (s, _) = call(&f, "POST", "/api/v1/bisects", Some(ENROLL), Some(submit_body("v1", "v5"))).await;
+    let (s, _) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(ENROLL),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    let (s, _) = call(&f, "POST", "/api/v1/worker/register", Some(TOKEN),
-        Some(json!({"name": "h", "host_group": "g"}))).await;
+    let (s, _) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(TOKEN),
+        Some(json!({"name": "h", "host_group": "g"})),
+    )
+    .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     assert_eq!(count(&f, "bisects").await, before);
     let (s, _) = call(&f, "POST", "/api/v1/bisects/1/cancel", None, None).await;
@@ -228,13 +392,33 @@ async fn tokens_are_required_to_change_things() {
 #[tokio::test]
 async fn worker_protocol_claim_upload_and_metric_check() {
     let f = with_repo().await;
-    let (_, b) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(submit_body("v1", "v5"))).await;
+    let (_, b) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
     let bisect = b["id"].as_i64().unwrap();
-    let (s, reg) = call(&f, "POST", "/api/v1/worker/register", Some(ENROLL),
-        Some(json!({"name": "h1", "host_group": "g", "machine": {"threads": 4}}))).await;
+    let (s, reg) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h1", "host_group": "g", "machine": {"threads": 4}})),
+    )
+    .await;
     assert_eq!(s, StatusCode::OK, "{reg}");
     let wt = reg["token"].as_str().unwrap().to_string();
-    let (s, task) = call(&f, "POST", "/api/v1/worker/claim", Some(&wt), Some(json!({"wait_secs": 0}))).await;
+    let (s, task) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&wt),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
     assert_eq!(s, StatusCode::OK, "{task}");
     assert_eq!(task["bisect_id"], json!(bisect));
     assert_eq!(task["metric"], json!("t.x"));
@@ -256,53 +440,144 @@ async fn worker_protocol_claim_upload_and_metric_check() {
     }
     assert_eq!(count(&f, "runs").await, 1);
     // Another host cannot upload to a task it does not hold.
-    let (_, reg2) = call(&f, "POST", "/api/v1/worker/register", Some(ENROLL),
-        Some(json!({"name": "h2", "host_group": "g"}))).await;
+    let (_, reg2) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h2", "host_group": "g"})),
+    )
+    .await;
     let wt2 = reg2["token"].as_str().unwrap().to_string();
     let (s, _) = call(&f, "POST", &format!("/api/v1/worker/tasks/{tid}/runs"), Some(&wt2), Some(json!({
         "iteration": 1, "completed": true, "metrics": {"t.x": 2.0}, "started_at": now, "finished_at": now}))).await;
     assert_eq!(s, StatusCode::CONFLICT);
     // Heartbeats renew; after cancel they say stop.
-    let (s, hb) = call(&f, "POST", &format!("/api/v1/worker/tasks/{tid}/heartbeat"), Some(&wt), None).await;
+    let (s, hb) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid}/heartbeat"),
+        Some(&wt),
+        None,
+    )
+    .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(hb["cancelled"], json!(false));
-    let (s, v) = call(&f, "POST", &format!("/api/v1/bisects/{bisect}/cancel"), Some(TOKEN), None).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/bisects/{bisect}/cancel"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["status"], json!("cancelled"));
-    let (_, hb) = call(&f, "POST", &format!("/api/v1/worker/tasks/{tid}/heartbeat"), Some(&wt), None).await;
+    let (_, hb) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid}/heartbeat"),
+        Some(&wt),
+        None,
+    )
+    .await;
     assert_eq!(hb["cancelled"], json!(true));
-    let (s, _) = call(&f, "POST", &format!("/api/v1/bisects/{bisect}/cancel"), Some(TOKEN), None).await;
+    let (s, _) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/bisects/{bisect}/cancel"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
     assert_eq!(s, StatusCode::CONFLICT);
     // Nothing is claimable any more.
-    let (s, _) = call(&f, "POST", "/api/v1/worker/claim", Some(&wt), Some(json!({"wait_secs": 0}))).await;
+    let (s, _) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&wt),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
 }
 
 #[tokio::test]
 async fn expired_lease_goes_back_to_the_queue() {
     let f = with_repo().await;
-    let state = AppState { lease: Duration::from_millis(1), ..f.state.clone() };
+    let state = AppState {
+        lease: Duration::from_millis(1),
+        ..f.state.clone()
+    };
     let f = Fixture { state, ..f };
-    call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(submit_body("v1", "v5"))).await;
-    let (_, reg) = call(&f, "POST", "/api/v1/worker/register", Some(ENROLL),
-        Some(json!({"name": "h1", "host_group": "g"}))).await;
+    call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
+    let (_, reg) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h1", "host_group": "g"})),
+    )
+    .await;
     let wt = reg["token"].as_str().unwrap().to_string();
-    let (s, task) = call(&f, "POST", "/api/v1/worker/claim", Some(&wt), Some(json!({"wait_secs": 0}))).await;
+    let (s, task) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&wt),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
     assert_eq!(s, StatusCode::OK);
     let tid = task["task_id"].as_i64().unwrap();
     // Wait until the database's clock has passed the lease (1 ms), then reap.
-    sqlx::query("SELECT pg_sleep(0.01)").execute(&f.state.db).await.unwrap();
+    sqlx::query("SELECT pg_sleep(0.01)")
+        .execute(&f.state.db)
+        .await
+        .unwrap();
     perfbisect_server::queue::reap_once(&f.state).await.unwrap();
-    let (state, attempts): (String, i32) = sqlx::query_as("SELECT state, attempts FROM tasks WHERE id = $1")
-        .bind(tid).fetch_one(&f.state.db).await.unwrap();
+    let (state, attempts): (String, i32) =
+        sqlx::query_as("SELECT state, attempts FROM tasks WHERE id = $1")
+            .bind(tid)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap();
     assert_eq!((state.as_str(), attempts), ("queued", 1));
     // The old holder is told to stop; another host gets the same task.
-    let (_, hb) = call(&f, "POST", &format!("/api/v1/worker/tasks/{tid}/heartbeat"), Some(&wt), None).await;
+    let (_, hb) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid}/heartbeat"),
+        Some(&wt),
+        None,
+    )
+    .await;
     assert_eq!(hb["cancelled"], json!(true));
-    let (_, reg2) = call(&f, "POST", "/api/v1/worker/register", Some(ENROLL),
-        Some(json!({"name": "h2", "host_group": "g"}))).await;
+    let (_, reg2) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h2", "host_group": "g"})),
+    )
+    .await;
     let wt2 = reg2["token"].as_str().unwrap().to_string();
-    let (_, again) = call(&f, "POST", "/api/v1/worker/claim", Some(&wt2), Some(json!({"wait_secs": 0}))).await;
+    let (_, again) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&wt2),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
     assert_eq!(again["task_id"].as_i64(), Some(tid), "{again}");
 }
 
@@ -311,8 +586,17 @@ async fn openapi_document_lists_the_api() {
     let f = fixture().await;
     let (s, doc) = call(&f, "GET", "/api/openapi.json", None, None).await;
     assert_eq!(s, StatusCode::OK);
-    for path in ["/api/v1/bisects", "/api/v1/bisects/{id}", "/api/v1/bisects/{id}/cancel", "/api/v1/worker/claim",
-                 "/api/v1/repositories", "/api/v1/hosts"] {
-        assert!(doc["paths"][path].is_object(), "{path} missing from the OpenAPI document");
+    for path in [
+        "/api/v1/bisects",
+        "/api/v1/bisects/{id}",
+        "/api/v1/bisects/{id}/cancel",
+        "/api/v1/worker/claim",
+        "/api/v1/repositories",
+        "/api/v1/hosts",
+    ] {
+        assert!(
+            doc["paths"][path].is_object(),
+            "{path} missing from the OpenAPI document"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! A build tree is one directory per (commit, build recipe hash); a marker file says its
 //! build succeeded, so a commit measured again is never rebuilt.
 
-use git2::{build::CheckoutBuilder, Oid, Repository};
+use git2::{Oid, Repository, build::CheckoutBuilder};
 use std::path::{Path, PathBuf};
 
 const BUILT_MARKER: &str = ".perfbisect-built";
@@ -46,7 +46,10 @@ impl Workspace {
     }
 
     fn mirror(&self, url: &str) -> Result<Repository, CheckoutError> {
-        let path = self.root.join("mirrors").join(format!("{}.git", short_hash(url)));
+        let path = self
+            .root
+            .join("mirrors")
+            .join(format!("{}.git", short_hash(url)));
         match Repository::open_bare(&path) {
             Ok(r) => Ok(r),
             Err(_) => {
@@ -58,7 +61,10 @@ impl Workspace {
 
     /// The tree for `sha` built with the recipe hashed as `build_hash`, checked out if needed.
     pub fn prepare(&self, url: &str, sha: &str, build_hash: &str) -> Result<Tree, CheckoutError> {
-        let dir = self.root.join("builds").join(format!("{sha}-{}", &build_hash[..12.min(build_hash.len())]));
+        let dir = self
+            .root
+            .join("builds")
+            .join(format!("{sha}-{}", &build_hash[..12.min(build_hash.len())]));
         if dir.join(BUILT_MARKER).exists() {
             return Ok(Tree { dir, built: true });
         }
@@ -66,16 +72,26 @@ impl Workspace {
         let oid = Oid::from_str(sha)?;
         if repo.find_commit(oid).is_err() {
             let mut remote = repo.remote_anonymous(url)?;
-            remote.fetch(&["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], None, None)?;
+            remote.fetch(
+                &["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+                None,
+                None,
+            )?;
         }
         let commit = repo
             .find_commit(oid)
-            .map_err(|_| CheckoutError::MissingCommit { sha: sha.into(), url: url.into() })?;
+            .map_err(|_| CheckoutError::MissingCommit {
+                sha: sha.into(),
+                url: url.into(),
+            })?;
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
         }
         std::fs::create_dir_all(&dir)?;
-        repo.checkout_tree(commit.as_object(), Some(CheckoutBuilder::new().force().target_dir(&dir)))?;
+        repo.checkout_tree(
+            commit.as_object(),
+            Some(CheckoutBuilder::new().force().target_dir(&dir)),
+        )?;
         Ok(Tree { dir, built: false })
     }
 

@@ -2,11 +2,12 @@
 
 use perfbisect_wire::api::ErrorBody;
 use perfbisect_wire::worker::{
-    ClaimRequest, CompleteTask, HeartbeatReply, RegisterWorker, RunUpload, TaskAssignment, WorkerRegistered,
+    ClaimRequest, CompleteTask, HeartbeatReply, RegisterWorker, RunUpload, TaskAssignment,
+    WorkerRegistered,
 };
 use reqwest::StatusCode;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -16,7 +17,11 @@ pub enum ClientError {
     Unreachable(#[source] reqwest::Error),
     /// The server answered with an error.
     #[error("server answered {status}: {message}")]
-    Refused { status: StatusCode, field: Option<String>, message: String },
+    Refused {
+        status: StatusCode,
+        field: Option<String>,
+        message: String,
+    },
     #[error("unexpected answer from the server: {0}")]
     Protocol(String),
 }
@@ -41,7 +46,10 @@ pub struct Client {
 impl Client {
     pub fn new(base: &str) -> Self {
         Self {
-            http: reqwest::Client::builder().connect_timeout(Duration::from_secs(5)).build().expect("HTTP client"),
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .build()
+                .expect("HTTP client"),
             base: base.trim_end_matches('/').to_string(),
             token: String::new(),
         }
@@ -52,7 +60,12 @@ impl Client {
         self
     }
 
-    async fn post<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B, timeout: Duration) -> Result<Option<R>, ClientError> {
+    async fn post<B: Serialize, R: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<Option<R>, ClientError> {
         let resp = self
             .http
             .post(format!("{}{path}", self.base))
@@ -72,12 +85,18 @@ impl Client {
                 Ok(b) => (b.error.field, b.error.message),
                 Err(_) => (None, String::from_utf8_lossy(&bytes).into_owned()),
             };
-            return Err(ClientError::Refused { status, field, message });
+            return Err(ClientError::Refused {
+                status,
+                field,
+                message,
+            });
         }
         if bytes.is_empty() {
             return Ok(None);
         }
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| ClientError::Protocol(e.to_string()))
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
     pub async fn register(&self, req: &RegisterWorker) -> Result<WorkerRegistered, ClientError> {
@@ -87,25 +106,42 @@ impl Client {
     }
 
     pub async fn claim(&self, wait_secs: u64) -> Result<Option<TaskAssignment>, ClientError> {
-        self.post("/api/v1/worker/claim", &ClaimRequest { wait_secs }, Duration::from_secs(wait_secs + 30)).await
+        self.post(
+            "/api/v1/worker/claim",
+            &ClaimRequest { wait_secs },
+            Duration::from_secs(wait_secs + 30),
+        )
+        .await
     }
 
     pub async fn heartbeat(&self, task: i64) -> Result<HeartbeatReply, ClientError> {
-        self.post(&format!("/api/v1/worker/tasks/{task}/heartbeat"), &(), Duration::from_secs(15))
-            .await?
-            .ok_or_else(|| ClientError::Protocol("empty heartbeat answer".into()))
+        self.post(
+            &format!("/api/v1/worker/tasks/{task}/heartbeat"),
+            &(),
+            Duration::from_secs(15),
+        )
+        .await?
+        .ok_or_else(|| ClientError::Protocol("empty heartbeat answer".into()))
     }
 
     pub async fn upload_run(&self, task: i64, run: &RunUpload) -> Result<(), ClientError> {
-        self.post::<_, serde_json::Value>(&format!("/api/v1/worker/tasks/{task}/runs"), run, Duration::from_secs(60))
-            .await
-            .map(|_| ())
+        self.post::<_, serde_json::Value>(
+            &format!("/api/v1/worker/tasks/{task}/runs"),
+            run,
+            Duration::from_secs(60),
+        )
+        .await
+        .map(|_| ())
     }
 
     pub async fn complete(&self, task: i64, req: &CompleteTask) -> Result<(), ClientError> {
-        self.post::<_, serde_json::Value>(&format!("/api/v1/worker/tasks/{task}/complete"), req, Duration::from_secs(60))
-            .await
-            .map(|_| ())
+        self.post::<_, serde_json::Value>(
+            &format!("/api/v1/worker/tasks/{task}/complete"),
+            req,
+            Duration::from_secs(60),
+        )
+        .await
+        .map(|_| ())
     }
 }
 

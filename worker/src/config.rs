@@ -5,7 +5,11 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerConfig {
     /// The server's base URL.
-    #[arg(long, env = "PERFBISECT_SERVER", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "PERFBISECT_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub server: String,
     /// Enrollment token (the server's `enroll-token`).
     #[arg(long, env = "PERFBISECT_ENROLL_TOKEN")]
@@ -17,7 +21,11 @@ pub struct WorkerConfig {
     #[arg(long, env = "PERFBISECT_HOST_GROUP", default_value = "local")]
     pub host_group: String,
     /// Mirrors and build trees live here.
-    #[arg(long, env = "PERFBISECT_WORK_DIR", default_value = ".perfbisect/worker")]
+    #[arg(
+        long,
+        env = "PERFBISECT_WORK_DIR",
+        default_value = ".perfbisect/worker"
+    )]
     pub work_dir: PathBuf,
     /// How long one claim waits for a task.
     #[arg(long, default_value_t = 20)]
@@ -30,7 +38,9 @@ pub struct WorkerConfig {
 impl WorkerConfig {
     pub fn name(&self) -> String {
         self.name.clone().unwrap_or_else(|| {
-            nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "worker".into())
+            nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "worker".into())
         })
     }
 }

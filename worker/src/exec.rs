@@ -111,7 +111,11 @@ pub async fn shell(
     }
     let stdout = String::from_utf8_lossy(&read_out.await.unwrap_or_default()).into_owned();
     let stderr = String::from_utf8_lossy(&read_err.await.unwrap_or_default()).into_owned();
-    Ok(Output { ending, stdout, stderr })
+    Ok(Output {
+        ending,
+        stdout,
+        stderr,
+    })
 }
 
 /// The last `lines` lines of `text`.

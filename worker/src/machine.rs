@@ -9,7 +9,9 @@ pub fn describe() -> MachineInfo {
     let mut threads = 0u32;
     let mut sockets = BTreeSet::new();
     for line in cpuinfo.lines() {
-        let Some((k, v)) = line.split_once(':') else { continue };
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
         match k.trim() {
             "processor" => threads += 1,
             "model name" if model.is_none() => model = Some(v.trim().to_string()),
@@ -32,11 +34,15 @@ pub fn describe() -> MachineInfo {
         threads: (threads > 0).then_some(threads),
         sockets: Some(sockets.len().max(1) as u32),
         memory_bytes,
-        kernel: uname.as_ref().map(|u| u.release().to_string_lossy().into_owned()),
-        os: std::fs::read_to_string("/etc/os-release").ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|v| v.trim_matches('"').to_string())
-        }),
+        kernel: uname
+            .as_ref()
+            .map(|u| u.release().to_string_lossy().into_owned()),
+        os: std::fs::read_to_string("/etc/os-release")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                    .map(|v| v.trim_matches('"').to_string())
+            }),
     }
 }

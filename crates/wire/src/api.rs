@@ -70,11 +70,23 @@ pub struct SubmitBisect {
 
 /// Status of a bisect. `queued → reproducing → searching → verifying → found |
 /// not_reproduced | inconclusive | failed | cancelled`.
-pub const STATUSES: &[&str] =
-    &["queued", "reproducing", "searching", "verifying", "found", "not_reproduced", "inconclusive", "failed", "cancelled"];
+pub const STATUSES: &[&str] = &[
+    "queued",
+    "reproducing",
+    "searching",
+    "verifying",
+    "found",
+    "not_reproduced",
+    "inconclusive",
+    "failed",
+    "cancelled",
+];
 
 pub fn status_is_final(status: &str) -> bool {
-    matches!(status, "found" | "not_reproduced" | "inconclusive" | "failed" | "cancelled")
+    matches!(
+        status,
+        "found" | "not_reproduced" | "inconclusive" | "failed" | "cancelled"
+    )
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -67,7 +67,10 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Self { build_secs: default_build_secs(), run_secs: default_run_secs() }
+        Self {
+            build_secs: default_build_secs(),
+            run_secs: default_run_secs(),
+        }
     }
 }
 
@@ -84,7 +87,15 @@ fn default_run_secs() -> u64 {
     3600
 }
 
-pub const FORMATS: &[&str] = &["auto", "json", "key_value", "lkp_stats", "fio", "time_v", "perf_stat"];
+pub const FORMATS: &[&str] = &[
+    "auto",
+    "json",
+    "key_value",
+    "lkp_stats",
+    "fio",
+    "time_v",
+    "perf_stat",
+];
 
 /// Why a job spec was refused. `key` names the offending key in dotted form.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -106,31 +117,47 @@ impl JobSpecError {
 }
 
 fn invalid(key: &str, problem: impl Into<String>) -> JobSpecError {
-    JobSpecError::Invalid { key: key.to_string(), problem: problem.into() }
+    JobSpecError::Invalid {
+        key: key.to_string(),
+        problem: problem.into(),
+    }
 }
 
 fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
 }
 
 impl JobSpec {
     /// Parses and validates YAML. Errors name the key and the problem.
     pub fn from_yaml(text: &str) -> Result<Self, JobSpecError> {
-        let spec: JobSpec = yaml_serde::from_str(text).map_err(|e| JobSpecError::Syntax(e.to_string()))?;
+        let spec: JobSpec =
+            yaml_serde::from_str(text).map_err(|e| JobSpecError::Syntax(e.to_string()))?;
         spec.validate()?;
         Ok(spec)
     }
 
     pub fn validate(&self) -> Result<(), JobSpecError> {
         if !is_name(&self.testcase) {
-            return Err(invalid("testcase", "must be 1-128 characters of letters, digits, '-', '_', '.', '+'"));
+            return Err(invalid(
+                "testcase",
+                "must be 1-128 characters of letters, digits, '-', '_', '.', '+'",
+            ));
         }
         if !is_name(&self.tbox_group) {
-            return Err(invalid("tbox_group", "must be 1-128 characters of letters, digits, '-', '_', '.', '+'"));
+            return Err(invalid(
+                "tbox_group",
+                "must be 1-128 characters of letters, digits, '-', '_', '.', '+'",
+            ));
         }
         for key in self.params.keys() {
             if !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || key.is_empty() {
-                return Err(invalid(&format!("params.{key}"), "parameter names are letters, digits and '_'"));
+                return Err(invalid(
+                    &format!("params.{key}"),
+                    "parameter names are letters, digits and '_'",
+                ));
             }
         }
         if self.build.command.trim().is_empty() {
@@ -140,7 +167,10 @@ impl JobSpec {
             return Err(invalid("run.command", "must not be empty"));
         }
         if !FORMATS.contains(&self.run.format.as_str()) {
-            return Err(invalid("run.format", format!("`{}` is not one of {}", self.run.format, FORMATS.join(", "))));
+            return Err(invalid(
+                "run.format",
+                format!("`{}` is not one of {}", self.run.format, FORMATS.join(", ")),
+            ));
         }
         if !(1..=100).contains(&self.runs_per_task) {
             return Err(invalid("runs_per_task", "must be between 1 and 100"));
@@ -209,7 +239,8 @@ mod tests {
 
     #[test]
     fn missing_key_is_named() {
-        let err = JobSpec::from_yaml("testcase: demo\ntbox_group: local\nbuild: {command: make}\n").unwrap_err();
+        let err = JobSpec::from_yaml("testcase: demo\ntbox_group: local\nbuild: {command: make}\n")
+            .unwrap_err();
         assert!(err.to_string().contains("run"), "{err}");
     }
 
@@ -217,9 +248,11 @@ mod tests {
     fn bad_values_name_their_key() {
         let err = JobSpec::from_yaml(&format!("{SPEC}runs_per_task: 0\n")).unwrap_err();
         assert_eq!(err.key(), Some("runs_per_task"));
-        let err = JobSpec::from_yaml(&SPEC.replace("testcase: demo", "testcase: 'a b'")).unwrap_err();
+        let err =
+            JobSpec::from_yaml(&SPEC.replace("testcase: demo", "testcase: 'a b'")).unwrap_err();
         assert_eq!(err.key(), Some("testcase"));
-        let err = JobSpec::from_yaml(&SPEC.replace("./bench", "./bench\n  format: xml")).unwrap_err();
+        let err =
+            JobSpec::from_yaml(&SPEC.replace("./bench", "./bench\n  format: xml")).unwrap_err();
         assert_eq!(err.key(), Some("run.format"));
     }
 }

@@ -49,6 +49,10 @@ pub struct TaskAssignment {
     pub bisect_id: i64,
     pub repository_url: String,
     pub sha: String,
+    /// When set, measure `sha` and this commit interleaved on this host: run i of `sha` is
+    /// iteration 2i, run i of `pair_sha` is iteration 2i + 1.
+    #[serde(default)]
+    pub pair_sha: Option<String>,
     pub job: JobSpec,
     pub job_hash: String,
     /// The metric the bisect needs in every complete run.
@@ -69,6 +73,9 @@ pub struct HeartbeatReply {
 pub struct RunUpload {
     /// 0-based run number within the task; uploading the same one twice is a no-op.
     pub iteration: u32,
+    /// The commit this run measured; needed for paired tasks (the task's or its pair's).
+    #[serde(default)]
+    pub sha: Option<String>,
     /// False when the benchmark did not finish (crash, timeout): its metrics are not used.
     pub completed: bool,
     #[serde(default)]
@@ -99,4 +106,7 @@ pub struct CompleteTask {
     /// Last lines of the build log (for build failures).
     #[serde(default)]
     pub log_tail: Option<String>,
+    /// For a build failure of a paired task: which commit failed to build.
+    #[serde(default)]
+    pub failed_sha: Option<String>,
 }

@@ -1,17 +1,18 @@
 //! Submitting, reading, listing and cancelling bisects.
 
 use super::ApiJson;
+use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::git::{self, RangeError};
-use crate::AppState;
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
 use chrono::{DateTime, Utc};
 use perfbisect_engine::Summary;
 use perfbisect_wire::api::{
-    Bisect, BisectList, BisectSummary, CommitInfo, CommitStats, Culprit, ErrorBody, Revision, SubmitBisect,
+    Bisect, BisectList, BisectSummary, CommitInfo, CommitStats, Culprit, ErrorBody, Revision,
+    SubmitBisect,
 };
 use perfbisect_wire::{JobSpec, JobSpecError};
 use serde::Deserialize;
@@ -34,41 +35,68 @@ fn valid_metric(s: &str) -> bool {
 /// Checks everything that needs no database, and parses the job spec.
 fn validate(req: &SubmitBisect) -> ApiResult<JobSpec> {
     if req.repository.trim().is_empty() {
-        return Err(ApiError::bad("repository", "must name a registered repository"));
+        return Err(ApiError::bad(
+            "repository",
+            "must name a registered repository",
+        ));
     }
     if req.good.trim().is_empty() {
-        return Err(ApiError::bad("good", "must be a revision (sha, branch or tag)"));
+        return Err(ApiError::bad(
+            "good",
+            "must be a revision (sha, branch or tag)",
+        ));
     }
     if req.bad.trim().is_empty() {
-        return Err(ApiError::bad("bad", "must be a revision (sha, branch or tag)"));
+        return Err(ApiError::bad(
+            "bad",
+            "must be a revision (sha, branch or tag)",
+        ));
     }
     if !valid_metric(&req.metric) {
-        return Err(ApiError::bad("metric", "must be a metric name such as `fio.write_iops` (no spaces)"));
+        return Err(ApiError::bad(
+            "metric",
+            "must be a metric name such as `fio.write_iops` (no spaces)",
+        ));
     }
-    if let Some(d) = &req.direction {
-        if d != "increase" && d != "decrease" {
-            return Err(ApiError::bad("direction", format!("`{d}` is not `increase` or `decrease`")));
-        }
+    if let Some(d) = &req.direction
+        && d != "increase"
+        && d != "decrease"
+    {
+        return Err(ApiError::bad(
+            "direction",
+            format!("`{d}` is not `increase` or `decrease`"),
+        ));
     }
-    if let Some(m) = req.magnitude_pct {
-        if !(m.is_finite() && m > 0.0 && m < 10_000.0) {
-            return Err(ApiError::bad("magnitude_pct", "must be a positive percentage"));
-        }
+    if let Some(m) = req.magnitude_pct
+        && !(m.is_finite() && m > 0.0 && m < 10_000.0)
+    {
+        return Err(ApiError::bad(
+            "magnitude_pct",
+            "must be a positive percentage",
+        ));
     }
-    if let Some(c) = req.confidence {
-        if !(0.5..=0.9999).contains(&c) {
-            return Err(ApiError::bad("confidence", "must be between 0.5 and 0.9999"));
-        }
+    if let Some(c) = req.confidence
+        && !(0.5..=0.9999).contains(&c)
+    {
+        return Err(ApiError::bad(
+            "confidence",
+            "must be between 0.5 and 0.9999",
+        ));
     }
-    if let Some(m) = req.max_runs {
-        if !(2..=1_000_000).contains(&m) {
-            return Err(ApiError::bad("max_runs", "must be between 2 and 1000000"));
-        }
+    if let Some(m) = req.max_runs
+        && !(2..=1_000_000).contains(&m)
+    {
+        return Err(ApiError::bad("max_runs", "must be between 2 and 1000000"));
     }
     for (i, addr) in req.notify.iter().enumerate() {
-        let ok = addr.split_once('@').is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !addr.contains(' '));
+        let ok = addr
+            .split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !addr.contains(' '));
         if !ok {
-            return Err(ApiError::bad(&format!("notify[{i}]"), format!("`{addr}` is not an email address")));
+            return Err(ApiError::bad(
+                &format!("notify[{i}]"),
+                format!("`{addr}` is not an email address"),
+            ));
         }
     }
     JobSpec::from_yaml(&req.job).map_err(|e| match &e {
@@ -88,12 +116,16 @@ async fn submit_bisect(
     ApiJson(req): ApiJson<SubmitBisect>,
 ) -> ApiResult<(StatusCode, Json<Bisect>)> {
     let spec = validate(&req)?;
-    let repo: Option<(i64, String)> = sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
-        .bind(&req.repository)
-        .fetch_optional(&state.db)
-        .await?;
+    let repo: Option<(i64, String)> =
+        sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
+            .bind(&req.repository)
+            .fetch_optional(&state.db)
+            .await?;
     let (repo_id, url) = repo.ok_or_else(|| {
-        ApiError::unprocessable("repository", format!("no repository named `{}` is registered", req.repository))
+        ApiError::unprocessable(
+            "repository",
+            format!("no repository named `{}` is registered", req.repository),
+        )
     })?;
     let mirrors = state.mirrors.clone();
     let (good, bad, use_merge_base) = (req.good.clone(), req.bad.clone(), req.use_merge_base);
@@ -106,7 +138,9 @@ async fn submit_bisect(
     .map_err(|e| ApiError::Internal(e.into()))?
     .map_err(|e| match &e {
         RangeError::UnknownRevision { field, .. } => ApiError::unprocessable(field, e.to_string()),
-        RangeError::Unrelated { .. } | RangeError::NotAncestor { .. } => ApiError::unprocessable("good", e.to_string()),
+        RangeError::Unrelated { .. } | RangeError::NotAncestor { .. } => {
+            ApiError::unprocessable("good", e.to_string())
+        }
         RangeError::Empty { .. } => ApiError::unprocessable("bad", e.to_string()),
         RangeError::Git(_) => ApiError::unprocessable("repository", e.to_string()),
     })?;
@@ -154,7 +188,11 @@ async fn submit_bisect(
         shas.push(c.sha.clone());
         parents.push(format!(
             "{{{}}}",
-            c.parents.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",")
+            c.parents
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
         ));
         subjects.push(c.subject.clone());
         authors.push(c.author.clone());
@@ -172,14 +210,23 @@ async fn submit_bisect(
     .bind(&authors)
     .execute(&mut *tx)
     .await?;
-    let mut story = format!("submitted: {} candidates in {}..{}", range.candidates.len(), req.good, req.bad);
+    let mut story = format!(
+        "submitted: {} candidates in {}..{}",
+        range.candidates.len(),
+        req.good,
+        req.bad
+    );
     if let Some(note) = &range.merge_base_note {
         story.push_str("; ");
         story.push_str(note);
     }
     crate::scheduler::event(&mut *tx, id, "submitted", &story).await?;
     tx.commit().await?;
-    tracing::info!(bisect = id, candidates = range.candidates.len(), "bisect submitted");
+    tracing::info!(
+        bisect = id,
+        candidates = range.candidates.len(),
+        "bisect submitted"
+    );
     if let Err(e) = crate::scheduler::advance(&state, id).await {
         tracing::error!(bisect = id, error = ?e, "first advance");
     }
@@ -218,16 +265,19 @@ const BISECT_SELECT: &str = "SELECT b.id, r.name AS repository, b.good_rev, b.ba
 
 /// The full view of one bisect, with per-commit statistics derived from its runs.
 pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
-    let b: BisectRow = sqlx::query_as(sqlx::AssertSqlSafe(format!("{BISECT_SELECT} WHERE b.id = $1")))
-        .bind(id)
-        .fetch_optional(&state.db)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
-    let commits: Vec<(i32, String, String, String)> =
-        sqlx::query_as("SELECT idx, sha, subject, author FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx")
-            .bind(id)
-            .fetch_all(&state.db)
-            .await?;
+    let b: BisectRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{BISECT_SELECT} WHERE b.id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(&state.db)
+    .await?
+    .ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
+    let commits: Vec<(i32, String, String, String)> = sqlx::query_as(
+        "SELECT idx, sha, subject, author FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
+    )
+    .bind(id)
+    .fetch_all(&state.db)
+    .await?;
     let runs: Vec<(String, bool, Option<f64>)> = sqlx::query_as(
         "SELECT sha, completed, (metrics ->> $2)::float8 FROM runs WHERE bisect_id = $1 ORDER BY id",
     )
@@ -257,7 +307,10 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
             _ => entry.1 += 1,
         }
     }
-    let skip_reasons: HashMap<&str, Option<String>> = skipped.iter().map(|(s, r)| (s.as_str(), r.clone())).collect();
+    let skip_reasons: HashMap<&str, Option<String>> = skipped
+        .iter()
+        .map(|(s, r)| (s.as_str(), r.clone()))
+        .collect();
     let mut assessed: HashMap<String, (String, Option<f64>)> = HashMap::new();
     if let Some(list) = b.assessments.as_array() {
         for a in list {
@@ -271,14 +324,18 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
     let candidates_remaining = if b.culprit_sha.is_some() {
         1
     } else {
-        assessed.values().filter(|(v, p)| v == "unknown" && p.is_none_or(|p| p > 1e-4)).count()
+        remaining(&assessed, b.confidence)
     };
     let mut out = Vec::new();
     let mut culprit = None;
     for (idx, sha, subject, author) in &commits {
         if Some(sha) == b.culprit_sha.as_ref() {
             culprit = Some(Culprit {
-                commit: CommitInfo { sha: sha.clone(), subject: subject.clone(), author: author.clone() },
+                commit: CommitInfo {
+                    sha: sha.clone(),
+                    subject: subject.clone(),
+                    author: author.clone(),
+                },
                 confidence: b.culprit_confidence.unwrap_or(0.0),
             });
         }
@@ -301,7 +358,10 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         } else if skip.is_some() {
             ("skipped".to_string(), None)
         } else {
-            assessed.get(sha).cloned().unwrap_or(("unknown".into(), None))
+            assessed
+                .get(sha)
+                .cloned()
+                .unwrap_or(("unknown".into(), None))
         };
         out.push(CommitStats {
             sha: sha.clone(),
@@ -311,7 +371,7 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
             n: values.len(),
             incomplete_runs: incomplete,
             mean: summary.map(|s| s.mean),
-            stddev: summary.map(|s| s.stddev),
+            stddev: summary.filter(|s| s.n > 1).map(|s| s.stddev),
             min: summary.map(|s| s.min),
             median: summary.map(|s| s.median),
             max: summary.map(|s| s.max),
@@ -322,8 +382,14 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
     Ok(Bisect {
         id: b.id,
         repository: b.repository,
-        good: Revision { rev: b.good_rev, sha: b.good_sha },
-        bad: Revision { rev: b.bad_rev, sha: b.bad_sha },
+        good: Revision {
+            rev: b.good_rev,
+            sha: b.good_sha,
+        },
+        bad: Revision {
+            rev: b.bad_rev,
+            sha: b.bad_sha,
+        },
         metric: b.metric,
         direction: b.direction,
         confidence: b.confidence,
@@ -343,6 +409,24 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         updated_at: b.updated_at,
         finished_at: b.finished_at,
     })
+}
+
+/// How many candidates are still in the running: with probabilities, the size of the smallest
+/// set holding `confidence` of the mass (the credible set); without, the undecided ones.
+fn remaining(assessed: &HashMap<String, (String, Option<f64>)>, confidence: f64) -> usize {
+    let mut ps: Vec<f64> = assessed.values().filter_map(|(_, p)| *p).collect();
+    if ps.is_empty() {
+        return assessed.values().filter(|(v, _)| v == "unknown").count();
+    }
+    ps.sort_by(|a, b| b.total_cmp(a));
+    let mut mass = 0.0;
+    for (i, p) in ps.iter().enumerate() {
+        mass += p;
+        if mass >= confidence {
+            return i + 1;
+        }
+    }
+    ps.len()
 }
 
 /// One bisect: status, measured commits with n/mean/stddev, remaining candidates, culprit.
@@ -369,11 +453,20 @@ pub struct ListQuery {
 /// Bisects, newest first, with filters.
 #[utoipa::path(get, path = "/api/v1/bisects", tag = "bisects", params(ListQuery),
     responses((status = 200, body = BisectList), (status = 400, body = ErrorBody)))]
-async fn list_bisects(State(state): State<AppState>, Query(q): Query<ListQuery>) -> ApiResult<Json<BisectList>> {
-    if let Some(s) = &q.status {
-        if !perfbisect_wire::api::STATUSES.contains(&s.as_str()) {
-            return Err(ApiError::bad("status", format!("`{s}` is not one of {}", perfbisect_wire::api::STATUSES.join(", "))));
-        }
+async fn list_bisects(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<BisectList>> {
+    if let Some(s) = &q.status
+        && !perfbisect_wire::api::STATUSES.contains(&s.as_str())
+    {
+        return Err(ApiError::bad(
+            "status",
+            format!(
+                "`{s}` is not one of {}",
+                perfbisect_wire::api::STATUSES.join(", ")
+            ),
+        ));
     }
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
@@ -429,15 +522,22 @@ async fn list_bisects(State(state): State<AppState>, Query(q): Query<ListQuery>)
     responses((status = 200, body = Bisect), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 409, body = ErrorBody)),
     security(("api_token" = [])))]
-async fn cancel_bisect(State(state): State<AppState>, _user: ApiUser, Path(id): Path<i64>) -> ApiResult<Json<Bisect>> {
+async fn cancel_bisect(
+    State(state): State<AppState>,
+    _user: ApiUser,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<Bisect>> {
     let mut tx = state.db.begin().await?;
-    let status: Option<String> = sqlx::query_scalar("SELECT status FROM bisects WHERE id = $1 FOR UPDATE")
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let status: Option<String> =
+        sqlx::query_scalar("SELECT status FROM bisects WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
     let status = status.ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
     if perfbisect_wire::api::status_is_final(&status) {
-        return Err(ApiError::Conflict(format!("bisect {id} has already ended ({status})")));
+        return Err(ApiError::Conflict(format!(
+            "bisect {id} has already ended ({status})"
+        )));
     }
     crate::scheduler::finish(&mut tx, id, "cancelled", "cancelled by the user", None).await?;
     tx.commit().await?;
@@ -455,11 +555,19 @@ pub struct Event {
 #[utoipa::path(get, path = "/api/v1/bisects/{id}/events", tag = "bisects",
     params(("id" = i64, Path, description = "Bisect id")),
     responses((status = 200, body = Vec<Event>)))]
-async fn bisect_events(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Vec<Event>>> {
-    let rows: Vec<(DateTime<Utc>, String, String)> =
-        sqlx::query_as("SELECT at, kind, message FROM bisect_events WHERE bisect_id = $1 ORDER BY id")
-            .bind(id)
-            .fetch_all(&state.db)
-            .await?;
-    Ok(Json(rows.into_iter().map(|(at, kind, message)| Event { at, kind, message }).collect()))
+async fn bisect_events(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<Vec<Event>>> {
+    let rows: Vec<(DateTime<Utc>, String, String)> = sqlx::query_as(
+        "SELECT at, kind, message FROM bisect_events WHERE bisect_id = $1 ORDER BY id",
+    )
+    .bind(id)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|(at, kind, message)| Event { at, kind, message })
+            .collect(),
+    ))
 }

@@ -5,11 +5,11 @@ mod bisects;
 mod repositories;
 mod workers;
 
-use crate::error::ApiError;
 use crate::AppState;
+use crate::error::ApiError;
+use axum::Router;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
-use axum::Router;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -64,7 +64,10 @@ where
             Ok(axum::Json(v)) => Ok(ApiJson(v)),
             Err(rejection) => {
                 let message = rejection.body_text();
-                Err(ApiError::BadRequest { field: field_in_serde_message(&message), message })
+                Err(ApiError::BadRequest {
+                    field: field_in_serde_message(&message),
+                    message,
+                })
             }
         }
     }
@@ -86,9 +89,15 @@ mod tests {
     #[test]
     fn finds_field_names_in_serde_messages() {
         assert_eq!(
-            super::field_in_serde_message("Failed to deserialize: missing field `metric` at line 1").as_deref(),
+            super::field_in_serde_message(
+                "Failed to deserialize: missing field `metric` at line 1"
+            )
+            .as_deref(),
             Some("metric")
         );
-        assert_eq!(super::field_in_serde_message("expected value at line 1"), None);
+        assert_eq!(
+            super::field_in_serde_message("expected value at line 1"),
+            None
+        );
     }
 }

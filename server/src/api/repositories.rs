@@ -1,12 +1,12 @@
 //! Registering repositories; the server mirrors each one.
 
 use super::ApiJson;
+use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
-use crate::AppState;
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use perfbisect_wire::api::{CreateRepository, ErrorBody, Repository};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -26,12 +26,21 @@ struct RepoRow {
 
 impl From<RepoRow> for Repository {
     fn from(r: RepoRow) -> Self {
-        Repository { id: r.id, name: r.name, url: r.url, created_at: r.created_at, fetched_at: r.fetched_at }
+        Repository {
+            id: r.id,
+            name: r.name,
+            url: r.url,
+            created_at: r.created_at,
+            fetched_at: r.fetched_at,
+        }
     }
 }
 
 fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 100 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    !s.is_empty()
+        && s.len() <= 100
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// Register a repository and make its mirror. Registering the same name and URL again refreshes the mirror.
@@ -45,7 +54,10 @@ async fn create_repository(
     ApiJson(req): ApiJson<CreateRepository>,
 ) -> ApiResult<(StatusCode, Json<Repository>)> {
     if !valid_name(&req.name) {
-        return Err(ApiError::bad("name", "must be 1-100 characters of letters, digits, '-', '_', '.'"));
+        return Err(ApiError::bad(
+            "name",
+            "must be 1-100 characters of letters, digits, '-', '_', '.'",
+        ));
     }
     if req.url.trim().is_empty() {
         return Err(ApiError::bad("url", "must not be empty"));
@@ -54,20 +66,22 @@ async fn create_repository(
         .bind(&req.name)
         .fetch_optional(&state.db)
         .await?;
-    if let Some(r) = &existing {
-        if r.url != req.url {
-            return Err(ApiError::Conflict(format!(
-                "repository `{}` is already registered with url `{}`",
-                req.name, r.url
-            )));
-        }
+    if let Some(r) = &existing
+        && r.url != req.url
+    {
+        return Err(ApiError::Conflict(format!(
+            "repository `{}` is already registered with url `{}`",
+            req.name, r.url
+        )));
     }
     // Fetch before storing anything, so an unreachable URL leaves no row behind.
     let id = match &existing {
         Some(r) => r.id,
-        None => sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence('repositories', 'id'))")
-            .fetch_one(&state.db)
-            .await?,
+        None => {
+            sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence('repositories', 'id'))")
+                .fetch_one(&state.db)
+                .await?
+        }
     };
     let mirrors = state.mirrors.clone();
     let url = req.url.clone();
@@ -84,7 +98,11 @@ async fn create_repository(
     .bind(&req.url)
     .fetch_one(&state.db)
     .await?;
-    let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
+    let status = if existing.is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
     Ok((status, Json(row.into())))
 }
 
@@ -92,6 +110,8 @@ async fn create_repository(
 #[utoipa::path(get, path = "/api/v1/repositories", tag = "repositories",
     responses((status = 200, body = Vec<Repository>)))]
 async fn list_repositories(State(state): State<AppState>) -> ApiResult<Json<Vec<Repository>>> {
-    let rows: Vec<RepoRow> = sqlx::query_as("SELECT * FROM repositories ORDER BY name").fetch_all(&state.db).await?;
+    let rows: Vec<RepoRow> = sqlx::query_as("SELECT * FROM repositories ORDER BY name")
+        .fetch_all(&state.db)
+        .await?;
     Ok(Json(rows.into_iter().map(Into::into).collect()))
 }

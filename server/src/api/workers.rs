@@ -1,20 +1,20 @@
 //! The worker protocol: register, claim (long poll), heartbeat, upload runs, complete.
 
 use super::ApiJson;
-use crate::auth::{new_token, hash_token, Enrollment, WorkerHost};
-use crate::error::{ApiError, ApiResult};
 use crate::AppState;
+use crate::auth::{Enrollment, WorkerHost, hash_token, new_token};
+use crate::error::{ApiError, ApiResult};
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use chrono::{DateTime, Utc};
+use perfbisect_wire::JobSpec;
 use perfbisect_wire::api::ErrorBody;
 use perfbisect_wire::worker::{
-    ClaimRequest, CompleteTask, HeartbeatReply, MachineInfo, RegisterWorker, RunUpload, TaskAssignment, TaskOutcome,
-    WorkerRegistered,
+    ClaimRequest, CompleteTask, HeartbeatReply, MachineInfo, RegisterWorker, RunUpload,
+    TaskAssignment, TaskOutcome, WorkerRegistered,
 };
-use perfbisect_wire::JobSpec;
 use std::time::Duration;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -41,12 +41,23 @@ async fn register(
     _enrolled: Enrollment,
     ApiJson(req): ApiJson<RegisterWorker>,
 ) -> ApiResult<Json<WorkerRegistered>> {
-    let name_ok = |s: &str| !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 128
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
     if !name_ok(&req.name) {
-        return Err(ApiError::bad("name", "must be 1-128 characters of letters, digits, '-', '_', '.'"));
+        return Err(ApiError::bad(
+            "name",
+            "must be 1-128 characters of letters, digits, '-', '_', '.'",
+        ));
     }
     if !name_ok(&req.host_group) {
-        return Err(ApiError::bad("host_group", "must be 1-128 characters of letters, digits, '-', '_', '.'"));
+        return Err(ApiError::bad(
+            "host_group",
+            "must be 1-128 characters of letters, digits, '-', '_', '.'",
+        ));
     }
     let token = new_token();
     let host_id: i64 = sqlx::query_scalar(
@@ -75,8 +86,17 @@ async fn register(
     if requeued.rows_affected() > 0 {
         crate::queue::notify_queued(&state.db).await?;
     }
-    tracing::info!(host_id, name = req.name, group = req.host_group, "worker registered");
-    Ok(Json(WorkerRegistered { host_id, token, heartbeat_secs: (state.lease.as_secs() / 3).max(1) }))
+    tracing::info!(
+        host_id,
+        name = req.name,
+        group = req.host_group,
+        "worker registered"
+    );
+    Ok(Json(WorkerRegistered {
+        host_id,
+        token,
+        heartbeat_secs: (state.lease.as_secs() / 3).max(1),
+    }))
 }
 
 /// Claim the next task of the worker's host group, waiting up to `wait_secs`. 204 when none.
@@ -90,7 +110,8 @@ async fn claim(
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> ApiResult<Response> {
     let wait = Duration::from_secs(req.wait_secs.min(MAX_WAIT_SECS));
-    let Some(task) = crate::queue::claim_wait(&state, host.host_id, &host.host_group, wait).await? else {
+    let Some(task) = crate::queue::claim_wait(&state, host.host_id, &host.host_group, wait).await?
+    else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let (url, spec, hash, metric): (String, serde_json::Value, String, String) = sqlx::query_as(
@@ -101,12 +122,19 @@ async fn claim(
     .fetch_one(&state.db)
     .await?;
     let job: JobSpec = serde_json::from_value(spec).map_err(anyhow::Error::from)?;
-    tracing::info!(task = task.id, bisect = task.bisect_id, host = host.host_id, sha = task.sha, "task claimed");
+    tracing::info!(
+        task = task.id,
+        bisect = task.bisect_id,
+        host = host.host_id,
+        sha = task.sha,
+        "task claimed"
+    );
     Ok(Json(TaskAssignment {
         task_id: task.id,
         bisect_id: task.bisect_id,
         repository_url: url,
         sha: task.sha,
+        pair_sha: task.pair_sha,
         job,
         job_hash: hash,
         metric,
@@ -134,11 +162,32 @@ async fn renew(state: &AppState, task: i64, host: i64) -> sqlx::Result<Option<Da
     params(("id" = i64, Path, description = "Task id")),
     responses((status = 200, body = HeartbeatReply), (status = 401, body = ErrorBody)),
     security(("worker_token" = [])))]
-async fn heartbeat(State(state): State<AppState>, host: WorkerHost, Path(id): Path<i64>) -> ApiResult<Json<HeartbeatReply>> {
+async fn heartbeat(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<HeartbeatReply>> {
     Ok(Json(match renew(&state, id, host.host_id).await? {
-        Some(lease_expires_at) => HeartbeatReply { cancelled: false, lease_expires_at },
-        None => HeartbeatReply { cancelled: true, lease_expires_at: Utc::now() },
+        Some(lease_expires_at) => HeartbeatReply {
+            cancelled: false,
+            lease_expires_at,
+        },
+        None => HeartbeatReply {
+            cancelled: true,
+            lease_expires_at: Utc::now(),
+        },
     }))
+}
+
+#[derive(sqlx::FromRow)]
+struct UploadTarget {
+    bisect_id: i64,
+    task_sha: String,
+    pair_sha: Option<String>,
+    runs: i32,
+    task_state: String,
+    holder: Option<i64>,
+    metric: String,
 }
 
 /// Upload one run of a task. Uploading the same iteration again is a no-op.
@@ -153,23 +202,57 @@ async fn upload_run(
     Path(id): Path<i64>,
     ApiJson(run): ApiJson<RunUpload>,
 ) -> ApiResult<StatusCode> {
-    let task: Option<(i64, String, i32, String, Option<i64>, String)> = sqlx::query_as(
-        "SELECT t.bisect_id, t.sha, t.runs, t.state, t.host_id, b.metric FROM tasks t
+    let task: Option<UploadTarget> = sqlx::query_as(
+        "SELECT t.bisect_id, t.sha AS task_sha, t.pair_sha, t.runs, t.state AS task_state,
+                t.host_id AS holder, b.metric FROM tasks t
          JOIN bisects b ON b.id = t.bisect_id WHERE t.id = $1",
     )
     .bind(id)
     .fetch_optional(&state.db)
     .await?;
-    let (bisect_id, sha, runs, task_state, holder, metric) =
-        task.ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?;
+    let UploadTarget {
+        bisect_id,
+        task_sha,
+        pair_sha,
+        runs,
+        task_state,
+        holder,
+        metric,
+    } = task.ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?;
     if task_state != "running" || holder != Some(host.host_id) {
-        return Err(ApiError::Conflict(format!("task {id} is not running on this host (it is {task_state})")));
+        return Err(ApiError::Conflict(format!(
+            "task {id} is not running on this host (it is {task_state})"
+        )));
     }
-    if run.iteration as i32 >= runs {
-        return Err(ApiError::bad("iteration", format!("task {id} has {runs} runs (0..{})", runs - 1)));
+    let iterations = if pair_sha.is_some() { runs * 2 } else { runs };
+    if run.iteration as i32 >= iterations {
+        return Err(ApiError::bad(
+            "iteration",
+            format!("task {id} has {iterations} runs (0..{})", iterations - 1),
+        ));
     }
+    let sha = match (&run.sha, &pair_sha) {
+        (None, None) => task_sha,
+        (Some(s), _) if *s == task_sha => task_sha,
+        (Some(s), Some(p)) if s == p => p.clone(),
+        (None, Some(_)) => {
+            return Err(ApiError::bad(
+                "sha",
+                "runs of a paired task must name their commit",
+            ));
+        }
+        (Some(s), _) => {
+            return Err(ApiError::bad(
+                "sha",
+                format!("commit {s} is not measured by task {id}"),
+            ));
+        }
+    };
     if let Some((name, _)) = run.metrics.iter().find(|(_, v)| !v.is_finite()) {
-        return Err(ApiError::bad("metrics", format!("metric `{name}` is not a finite number")));
+        return Err(ApiError::bad(
+            "metrics",
+            format!("metric `{name}` is not a finite number"),
+        ));
     }
     if run.completed && !run.metrics.contains_key(&metric) {
         let mut got: Vec<&str> = run.metrics.keys().map(String::as_str).take(20).collect();
@@ -215,14 +298,22 @@ async fn complete(
     Path(id): Path<i64>,
     ApiJson(req): ApiJson<CompleteTask>,
 ) -> ApiResult<StatusCode> {
-    let tail = req.log_tail.map(|t| t.chars().rev().take(4000).collect::<String>().chars().rev().collect::<String>());
+    let tail = req.log_tail.map(|t| {
+        t.chars()
+            .rev()
+            .take(4000)
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect::<String>()
+    });
     let new_state = match req.outcome {
         TaskOutcome::Done => "'done'",
         TaskOutcome::BuildFailed => "'build_failed'",
         TaskOutcome::Error => "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END",
     };
     let bisect: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "UPDATE tasks SET state = {new_state}, message = $3, log_tail = $4,
+        "UPDATE tasks SET state = {new_state}, message = $3, log_tail = $4, failed_sha = $5,
              finished_at = CASE WHEN {new_state} = 'queued' THEN NULL ELSE now() END,
              host_id = CASE WHEN {new_state} = 'queued' THEN NULL ELSE host_id END
          WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id"
@@ -231,21 +322,26 @@ async fn complete(
     .bind(host.host_id)
     .bind(&req.message)
     .bind(&tail)
+    .bind(&req.failed_sha)
     .fetch_optional(&state.db)
     .await?;
-    let bisect = bisect.ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
+    let bisect = bisect
+        .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
     if req.outcome == TaskOutcome::Error {
         crate::queue::notify_queued(&state.db).await?;
     }
-    crate::scheduler::advance(&state, bisect).await.map_err(ApiError::Internal)?;
+    crate::scheduler::advance(&state, bisect)
+        .await
+        .map_err(ApiError::Internal)?;
     Ok(StatusCode::OK)
 }
 
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema, sqlx::FromRow)]
 pub struct Host {
     id: i64,
     name: String,
     host_group: String,
+    #[sqlx(json)]
     machine: MachineInfo,
     last_seen_at: DateTime<Utc>,
     /// The task it is running, if any.
@@ -255,23 +351,12 @@ pub struct Host {
 /// Every registered host with its machine description, last contact and current task.
 #[utoipa::path(get, path = "/api/v1/hosts", tag = "workers", responses((status = 200, body = Vec<Host>)))]
 async fn list_hosts(State(state): State<AppState>) -> ApiResult<Json<Vec<Host>>> {
-    let rows: Vec<(i64, String, String, serde_json::Value, DateTime<Utc>, Option<i64>)> = sqlx::query_as(
+    let hosts: Vec<Host> = sqlx::query_as(
         "SELECT h.id, h.name, h.host_group, h.machine, h.last_seen_at,
-                (SELECT t.id FROM tasks t WHERE t.host_id = h.id AND t.state = 'running' LIMIT 1)
+                (SELECT t.id FROM tasks t WHERE t.host_id = h.id AND t.state = 'running' LIMIT 1) AS current_task
          FROM hosts h ORDER BY h.host_group, h.name",
     )
     .fetch_all(&state.db)
     .await?;
-    Ok(Json(
-        rows.into_iter()
-            .map(|(id, name, host_group, machine, last_seen_at, current_task)| Host {
-                id,
-                name,
-                host_group,
-                machine: serde_json::from_value(machine).unwrap_or_default(),
-                last_seen_at,
-                current_task,
-            })
-            .collect(),
-    ))
+    Ok(Json(hosts))
 }
