@@ -1,0 +1,17 @@
+# One image for the server and the workers: `perfbisect server` / `perfbisect worker`.
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release -p perfbisect-cli --locked
+
+FROM debian:bookworm-slim
+# git for repositories, a C toolchain and make for the builds workers run.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates git build-essential \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/target/release/perfbisect /usr/local/bin/perfbisect
+RUN useradd --system --create-home --home-dir /var/lib/perfbisect perfbisect
+USER perfbisect
+WORKDIR /var/lib/perfbisect
+ENTRYPOINT ["perfbisect"]
+CMD ["server", "--listen", "0.0.0.0:8080", "--data-dir", "/var/lib/perfbisect/server"]
