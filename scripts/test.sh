@@ -3,7 +3,7 @@
 # suite starts itself, and end-to-end tests with real server and worker processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh $(grep -v "^#" scripts/test-packages)
 export PERFBISECT_TEST_PG_DIR="${PERFBISECT_TEST_PG_DIR:-$PWD/target/test-pg}"
 stop_pg() {
   # The suite's cluster is shared by all test processes; stop it once they are done.
