@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod job;
+pub mod tasks;
 pub mod worker;
 
-pub use job::{JobSpec, JobSpecError};
+pub use job::{BuildKind, DeployKind, JobSpec, JobSpecError};

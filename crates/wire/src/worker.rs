@@ -58,6 +58,10 @@ pub struct TaskAssignment {
     /// The metric the bisect needs in every complete run.
     pub metric: String,
     pub runs: u32,
+    /// Iterations already stored for this task (by an earlier holder that was interrupted or
+    /// handed it back): the worker runs only the others.
+    #[serde(default)]
+    pub done_iterations: Vec<u32>,
     pub lease_expires_at: DateTime<Utc>,
 }
 
@@ -84,6 +88,75 @@ pub struct RunUpload {
     pub log: String,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
+    /// Where and under what kernel the run happened.
+    #[serde(default)]
+    pub environment: RunEnvironment,
+}
+
+/// What a run ran on: enough to tell two runs' conditions apart in a report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunEnvironment {
+    /// The machine the benchmark ran on: the worker's host, the VM, or the ssh target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `uname -r` where the benchmark ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_release: Option<String>,
+    /// `/proc/cmdline` where the benchmark ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_cmdline: Option<String>,
+    /// cpufreq governor of CPU 0 (`performance`), when the machine has cpufreq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_governor: Option<String>,
+    /// Microcode revision of CPU 0, as `/proc/cpuinfo` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub microcode: Option<String>,
+    /// How the kernel under test was booted: `none` (local), `qemu`, `kexec`, `command`
+    /// (the worker's boot hook), `power_cycle` (after the host did not come back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_method: Option<String>,
+}
+
+/// One build of one commit for a task, with its log (`POST /api/v1/worker/tasks/{id}/builds`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BuildReport {
+    pub sha: String,
+    pub succeeded: bool,
+    /// The artifacts came from the worker's cache: no build ran (the log is the cached one).
+    #[serde(default)]
+    pub cached: bool,
+    #[serde(default)]
+    pub duration_secs: f64,
+    /// The build's output; the server keeps its last 256 KiB.
+    #[serde(default)]
+    pub log: String,
+}
+
+/// A task given back unfinished (`POST /api/v1/worker/tasks/{id}/handback`): the worker is
+/// shutting down. The task is queued again at once and the attempt is not counted.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandBack {
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// A restarted worker's report about the task it was running when it stopped
+/// (`POST /api/v1/worker/tasks/{id}/interrupted`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Interrupted {
+    /// What the worker was doing (`build`, `boot`, `run 3 of 5`) and when it started.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct InterruptedReply {
+    /// The task was still held by this host and went back to the queue now (false: it had
+    /// already been requeued, by re-registration or lease expiry, or it has ended).
+    pub requeued: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -116,6 +116,7 @@ async fn submit_bisect(
     ApiJson(req): ApiJson<SubmitBisect>,
 ) -> ApiResult<(StatusCode, Json<Bisect>)> {
     let spec = validate(&req)?;
+    super::kconfigs::check_job(&state, &spec).await?;
     let repo: Option<(i64, String)> =
         sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
             .bind(&req.repository)

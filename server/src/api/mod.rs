@@ -2,7 +2,9 @@
 //! Each area is a module with its own routes, merged here.
 
 mod bisects;
+mod kconfigs;
 mod repositories;
+mod tasks;
 mod workers;
 
 use crate::AppState;
@@ -20,6 +22,8 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "repositories", description = "Repositories and their mirrors"),
         (name = "bisects", description = "Submitting and following bisects"),
         (name = "workers", description = "The worker protocol"),
+        (name = "tasks", description = "What each task did: runs, environments, build logs"),
+        (name = "kconfigs", description = "Kernel configs that kernel jobs name"),
     )
 )]
 struct ApiDoc;
@@ -29,6 +33,8 @@ pub fn router(state: AppState) -> Router {
         .merge(repositories::routes())
         .merge(bisects::routes())
         .merge(workers::routes())
+        .merge(kconfigs::routes())
+        .merge(tasks::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -45,6 +51,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(repositories::routes())
         .merge(bisects::routes())
         .merge(workers::routes())
+        .merge(kconfigs::routes())
+        .merge(tasks::routes())
         .split_for_parts();
     openapi
 }

@@ -122,6 +122,11 @@ async fn claim(
     .fetch_one(&state.db)
     .await?;
     let job: JobSpec = serde_json::from_value(spec).map_err(anyhow::Error::from)?;
+    // A task given back or interrupted keeps its stored runs; the new holder runs the rest.
+    let done: Vec<i32> = sqlx::query_scalar("SELECT iteration FROM runs WHERE task_id = $1 ORDER BY iteration")
+        .bind(task.id)
+        .fetch_all(&state.db)
+        .await?;
     tracing::info!(
         task = task.id,
         bisect = task.bisect_id,
@@ -139,6 +144,7 @@ async fn claim(
         job_hash: hash,
         metric,
         runs: task.runs as u32,
+        done_iterations: done.into_iter().map(|i| i as u32).collect(),
         lease_expires_at: task.lease_expires_at,
     })
     .into_response())
@@ -268,8 +274,8 @@ async fn upload_run(
         ));
     }
     sqlx::query(
-        "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (task_id, iteration) DO NOTHING",
+        "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at, environment)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (task_id, iteration) DO NOTHING",
     )
     .bind(id)
     .bind(bisect_id)
@@ -281,6 +287,7 @@ async fn upload_run(
     .bind(&run.log)
     .bind(run.started_at)
     .bind(run.finished_at)
+    .bind(serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?)
     .execute(&state.db)
     .await?;
     renew(&state, id, host.host_id).await?;

@@ -1,0 +1,122 @@
+//! Kernel configs: stored once under a name, fetched by the workers that build kernels.
+//!
+//! A name is immutable: storing different content under a stored name is refused (409), so
+//! a job spec that names a config (and whose hash identifies a measurement) always means the
+//! same config.
+
+use crate::AppState;
+use crate::auth::ApiUser;
+use crate::error::{ApiError, ApiResult};
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use perfbisect_wire::JobSpec;
+use perfbisect_wire::api::ErrorBody;
+use sha2::{Digest, Sha256};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Largest config accepted; real ones are about 300 KB.
+const MAX_BYTES: usize = 4 << 20;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(put_kconfig, get_kconfig))
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+}
+
+/// Store a kernel config under a name (the job spec's `kconfig`). Storing the same content
+/// again is a no-op; different content under a stored name is refused.
+#[utoipa::path(put, path = "/api/v1/kconfigs/{name}", tag = "kconfigs",
+    params(("name" = String, Path, description = "Config name, e.g. x86_64-rhel-9.4")),
+    request_body(content = String, content_type = "text/plain"),
+    responses((status = 201, description = "Stored"), (status = 200, description = "Already stored"),
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn put_kconfig(
+    State(state): State<AppState>,
+    _user: ApiUser,
+    Path(name): Path<String>,
+    body: String,
+) -> ApiResult<StatusCode> {
+    if !valid_name(&name) {
+        return Err(ApiError::bad(
+            "name",
+            "must be 1-128 characters of letters, digits, '-', '_', '.', '+'",
+        ));
+    }
+    if body.len() > MAX_BYTES || !body.lines().any(|l| l.starts_with("CONFIG_")) {
+        return Err(ApiError::bad(
+            "body",
+            "must be a kernel .config (CONFIG_... lines), at most 4 MiB",
+        ));
+    }
+    let sha = hex::encode(Sha256::digest(body.as_bytes()));
+    let inserted = sqlx::query(
+        "INSERT INTO kconfigs (name, content, sha256) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(&name)
+    .bind(&body)
+    .bind(&sha)
+    .execute(&state.db)
+    .await?;
+    if inserted.rows_affected() == 1 {
+        return Ok(StatusCode::CREATED);
+    }
+    let stored: String = sqlx::query_scalar("SELECT sha256 FROM kconfigs WHERE name = $1")
+        .bind(&name)
+        .fetch_one(&state.db)
+        .await?;
+    if stored == sha {
+        Ok(StatusCode::OK)
+    } else {
+        Err(ApiError::Conflict(format!(
+            "kconfig `{name}` is stored with other content; configs are immutable, store this one under a new name"
+        )))
+    }
+}
+
+/// The stored config, as text.
+#[utoipa::path(get, path = "/api/v1/kconfigs/{name}", tag = "kconfigs",
+    params(("name" = String, Path, description = "Config name")),
+    responses((status = 200, description = "The config", content_type = "text/plain", body = String),
+              (status = 404, body = ErrorBody)))]
+async fn get_kconfig(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    let content: Option<String> = sqlx::query_scalar("SELECT content FROM kconfigs WHERE name = $1")
+        .bind(&name)
+        .fetch_optional(&state.db)
+        .await?;
+    let content =
+        content.ok_or_else(|| ApiError::NotFound(format!("no kconfig named `{name}`")))?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], content))
+}
+
+/// Refuses a job whose `kconfig` is not stored: a worker could not build it.
+pub async fn check_job(state: &AppState, spec: &JobSpec) -> ApiResult<()> {
+    if spec.build.kind != perfbisect_wire::BuildKind::Kernel {
+        return Ok(());
+    }
+    let Some(name) = &spec.kconfig else {
+        return Ok(());
+    };
+    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM kconfigs WHERE name = $1)")
+        .bind(name)
+        .fetch_one(&state.db)
+        .await?;
+    if known {
+        Ok(())
+    } else {
+        Err(ApiError::unprocessable(
+            "job.kconfig",
+            format!("no kconfig named `{name}` is stored; upload it with PUT /api/v1/kconfigs/{name}"),
+        ))
+    }
+}

@@ -1,0 +1,328 @@
+//! Tasks beyond claim-and-complete: what a task did (its runs with their environment, its
+//! builds with their logs), and the two ways a worker gives a task back unfinished — a
+//! hand-back on shutdown (no attempt counted) and the report of a restarted worker about the
+//! task it lost (the attempt counts: the task may be what brought the host down).
+
+use super::ApiJson;
+use crate::AppState;
+use crate::auth::WorkerHost;
+use crate::error::{ApiError, ApiResult};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::tasks::{TaskBuild, TaskDetail, TaskRun, TaskSummary};
+use perfbisect_wire::worker::{BuildReport, HandBack, Interrupted, InterruptedReply};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The server keeps this much of a build log (its end: where errors are).
+const BUILD_LOG_BYTES: usize = 256 << 10;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_tasks))
+        .routes(routes!(get_task))
+        .routes(routes!(report_build))
+        .routes(routes!(hand_back))
+        .routes(routes!(interrupted))
+}
+
+#[derive(sqlx::FromRow)]
+struct TaskRow {
+    id: i64,
+    bisect_id: i64,
+    sha: String,
+    pair_sha: Option<String>,
+    phase: String,
+    state: String,
+    runs: i32,
+    attempts: i32,
+    host: Option<String>,
+    message: Option<String>,
+    log_tail: Option<String>,
+    created_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+impl TaskRow {
+    fn summary(self) -> (TaskSummary, Option<String>) {
+        (
+            TaskSummary {
+                id: self.id,
+                bisect_id: self.bisect_id,
+                sha: self.sha,
+                pair_sha: self.pair_sha,
+                phase: self.phase,
+                state: self.state,
+                runs: self.runs as u32,
+                attempts: self.attempts as u32,
+                host: self.host,
+                message: self.message,
+                created_at: self.created_at,
+                finished_at: self.finished_at,
+            },
+            self.log_tail,
+        )
+    }
+}
+
+const TASK_SELECT: &str = "SELECT t.id, t.bisect_id, t.sha, t.pair_sha, t.phase, t.state, t.runs, t.attempts,
+        h.name AS host, t.message, t.log_tail, t.created_at, t.finished_at
+ FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id";
+
+#[derive(Deserialize, utoipa::IntoParams)]
+struct TaskQuery {
+    /// The bisect whose tasks to list.
+    bisect: i64,
+}
+
+/// The tasks of a bisect, oldest first.
+#[utoipa::path(get, path = "/api/v1/tasks", tag = "tasks", params(TaskQuery),
+    responses((status = 200, body = Vec<TaskSummary>)))]
+async fn list_tasks(
+    State(state): State<AppState>,
+    Query(q): Query<TaskQuery>,
+) -> ApiResult<Json<Vec<TaskSummary>>> {
+    let rows: Vec<TaskRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{TASK_SELECT} WHERE t.bisect_id = $1 ORDER BY t.id"
+    )))
+    .bind(q.bisect)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(Json(rows.into_iter().map(|r| r.summary().0).collect()))
+}
+
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    iteration: i32,
+    sha: String,
+    host: String,
+    completed: bool,
+    #[sqlx(json)]
+    metrics: std::collections::BTreeMap<String, f64>,
+    #[sqlx(json)]
+    environment: perfbisect_wire::worker::RunEnvironment,
+    log: String,
+    started_at: DateTime<Utc>,
+    finished_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct BuildRow {
+    sha: String,
+    host: String,
+    succeeded: bool,
+    cached: bool,
+    duration_secs: f64,
+    log: String,
+    reported_at: DateTime<Utc>,
+}
+
+/// One task with every run (metrics, environment, log) and every build (log) it produced.
+#[utoipa::path(get, path = "/api/v1/tasks/{id}", tag = "tasks",
+    params(("id" = i64, Path, description = "Task id")),
+    responses((status = 200, body = TaskDetail), (status = 404, body = ErrorBody)))]
+async fn get_task(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<TaskDetail>> {
+    let row: Option<TaskRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("{TASK_SELECT} WHERE t.id = $1")))
+            .bind(id)
+            .fetch_optional(&state.db)
+            .await?;
+    let (task, log_tail) = row
+        .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?
+        .summary();
+    let runs: Vec<RunRow> = sqlx::query_as(
+        "SELECT r.iteration, r.sha, h.name AS host, r.completed, r.metrics, r.environment, r.log,
+                r.started_at, r.finished_at
+         FROM runs r JOIN hosts h ON h.id = r.host_id WHERE r.task_id = $1 ORDER BY r.iteration",
+    )
+    .bind(id)
+    .fetch_all(&state.db)
+    .await?;
+    let builds: Vec<BuildRow> = sqlx::query_as(
+        "SELECT b.sha, h.name AS host, b.succeeded, b.cached, b.duration_secs, b.log, b.reported_at
+         FROM builds b JOIN hosts h ON h.id = b.host_id WHERE b.task_id = $1 ORDER BY b.id",
+    )
+    .bind(id)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(Json(TaskDetail {
+        task,
+        log_tail,
+        runs: runs
+            .into_iter()
+            .map(|r| TaskRun {
+                iteration: r.iteration as u32,
+                sha: r.sha,
+                host: r.host,
+                completed: r.completed,
+                metrics: r.metrics,
+                environment: r.environment,
+                log: r.log,
+                started_at: r.started_at,
+                finished_at: r.finished_at,
+            })
+            .collect(),
+        builds: builds
+            .into_iter()
+            .map(|b| TaskBuild {
+                sha: b.sha,
+                host: b.host,
+                succeeded: b.succeeded,
+                cached: b.cached,
+                duration_secs: b.duration_secs,
+                log: b.log,
+                reported_at: b.reported_at,
+            })
+            .collect(),
+    }))
+}
+
+/// The last `max` bytes of `s`, cut at a character boundary.
+fn tail_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// Record a build (or a cache hit) of one of the task's commits, with its log.
+#[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/builds", tag = "workers", request_body = BuildReport,
+    params(("id" = i64, Path, description = "Task id")),
+    responses((status = 201, description = "Stored"), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn report_build(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    Path(id): Path<i64>,
+    ApiJson(build): ApiJson<BuildReport>,
+) -> ApiResult<StatusCode> {
+    if !build.duration_secs.is_finite() || build.duration_secs < 0.0 {
+        return Err(ApiError::bad("duration_secs", "must be a non-negative number"));
+    }
+    let inserted = sqlx::query(
+        "INSERT INTO builds (task_id, bisect_id, sha, host_id, succeeded, cached, duration_secs, log)
+         SELECT t.id, t.bisect_id, $3, $2, $4, $5, $6, $7 FROM tasks t
+         WHERE t.id = $1 AND t.host_id = $2 AND t.state = 'running' AND $3 IN (t.sha, coalesce(t.pair_sha, t.sha))",
+    )
+    .bind(id)
+    .bind(host.host_id)
+    .bind(&build.sha)
+    .bind(build.succeeded)
+    .bind(build.cached)
+    .bind(build.duration_secs)
+    .bind(tail_bytes(&build.log, BUILD_LOG_BYTES))
+    .execute(&state.db)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(ApiError::Conflict(format!(
+            "task {id} is not running on this host, or does not measure {}",
+            build.sha
+        )));
+    }
+    Ok(StatusCode::CREATED)
+}
+
+/// Give a task back unfinished (the worker is shutting down). It is queued again at once,
+/// without counting the attempt; runs already uploaded are kept and not run again.
+#[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/handback", tag = "workers", request_body = HandBack,
+    params(("id" = i64, Path, description = "Task id")),
+    responses((status = 200, description = "Queued again"), (status = 409, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn hand_back(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    Path(id): Path<i64>,
+    ApiJson(req): ApiJson<HandBack>,
+) -> ApiResult<StatusCode> {
+    let message = format!(
+        "handed back by host {}: {}",
+        host.host_id,
+        req.message.as_deref().unwrap_or("worker shutting down")
+    );
+    let bisect: Option<i64> = sqlx::query_scalar(
+        "UPDATE tasks SET state = 'queued', attempts = greatest(attempts - 1, 0), host_id = NULL,
+                lease_expires_at = NULL, message = $3
+         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id",
+    )
+    .bind(id)
+    .bind(host.host_id)
+    .bind(&message)
+    .fetch_optional(&state.db)
+    .await?;
+    let bisect =
+        bisect.ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
+    crate::scheduler::event(&state.db, bisect, "handed_back", &format!("task {id} {message}")).await?;
+    crate::queue::notify_queued(&state.db).await?;
+    Ok(StatusCode::OK)
+}
+
+/// A restarted worker reports the task it was running when it stopped. If this host still
+/// holds it, it is queued again now (the attempt counts) instead of waiting for its lease;
+/// either way the interruption is recorded in the bisect's events.
+#[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/interrupted", tag = "workers", request_body = Interrupted,
+    params(("id" = i64, Path, description = "Task id")),
+    responses((status = 200, body = InterruptedReply), (status = 404, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn interrupted(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    Path(id): Path<i64>,
+    ApiJson(req): ApiJson<Interrupted>,
+) -> ApiResult<Json<InterruptedReply>> {
+    let name: String = sqlx::query_scalar("SELECT name FROM hosts WHERE id = $1")
+        .bind(host.host_id)
+        .fetch_one(&state.db)
+        .await?;
+    let requeued: Option<(i64, String)> = sqlx::query_as(
+        "UPDATE tasks SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+                host_id = NULL, lease_expires_at = NULL,
+                finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
+                message = 'interrupted on host ' || $3 || ': ' || $4
+         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id, state",
+    )
+    .bind(id)
+    .bind(host.host_id)
+    .bind(&name)
+    .bind(req.message.as_deref().unwrap_or("worker restarted"))
+    .fetch_optional(&state.db)
+    .await?;
+    let bisect = match &requeued {
+        Some((bisect, _)) => *bisect,
+        None => sqlx::query_scalar("SELECT bisect_id FROM tasks WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&state.db)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?,
+    };
+    let what = match &requeued {
+        Some((_, new_state)) => format!("now {new_state}"),
+        None => "already handed back to the queue".to_string(),
+    };
+    crate::scheduler::event(
+        &state.db,
+        bisect,
+        "interrupted",
+        &format!(
+            "task {id} was interrupted on host {name} ({}); {what}",
+            req.message.as_deref().unwrap_or("worker restarted")
+        ),
+    )
+    .await?;
+    if requeued.is_some() {
+        crate::queue::notify_queued(&state.db).await?;
+        crate::scheduler::advance(&state, bisect)
+            .await
+            .map_err(ApiError::Internal)?;
+    }
+    Ok(Json(InterruptedReply {
+        requeued: requeued.is_some(),
+    }))
+}
