@@ -1,22 +1,48 @@
-//! The worker loop: register, claim, build, run, upload, complete.
+//! The worker loop: register, report a task lost in a crash, claim, work, repeat; and the
+//! signals that end it.
+//!
+//! Shutdown: the first SIGTERM (or Ctrl-C) lets the current run finish and be uploaded,
+//! then hands the rest of the task back to the server (queued again at once, the attempt
+//! not counted); a build in progress is stopped at once, since it is not a result. A second
+//! signal stops the current run too.
 
 use crate::WorkerConfig;
-use crate::checkout::{Tree, Workspace};
-use crate::client::{Client, ClientError, retry};
-use crate::exec::{self, Ending};
+use crate::build::Builder;
+use crate::cache::Cache;
+use crate::checkout::Workspace;
+use crate::client::{Client, retry};
+use crate::deploy::ssh::SshHost;
+use crate::note::TaskNote;
+use crate::task::{self, Finish, Shutdown};
 use anyhow::Context;
-use chrono::Utc;
-use perfbisect_metrics::Format;
 use perfbisect_wire::worker::{
-    CompleteTask, RegisterWorker, RunUpload, TaskAssignment, TaskOutcome,
+    CompleteTask, HandBack, Interrupted, RegisterWorker, TaskAssignment, TaskOutcome,
 };
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// What a task needs from the worker, for the worker's whole life.
+pub struct Worker {
+    pub config: WorkerConfig,
+    pub name: String,
+    pub client: Client,
+    pub builder: Builder,
+    pub note: TaskNote,
+    /// The ssh test host, when this worker has one; it remembers which commit it runs.
+    pub ssh: Option<SshHost>,
+}
 
 pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.work_dir)
         .with_context(|| format!("creating work directory {}", config.work_dir.display()))?;
     let workspace = Workspace::new(&config.work_dir);
+    let cache = Cache::new(config.work_dir.join("builds"), config.cache_max_bytes);
+    let leftovers = cache
+        .remove_incomplete()
+        .context("cleaning the build cache")?;
+    if leftovers > 0 {
+        tracing::info!(leftovers, "removed unfinished builds of an earlier run");
+    }
     let name = config.name();
     let enroll = Client::new(&config.server).with_token(&config.enroll_token);
     let req = RegisterWorker {
@@ -38,24 +64,53 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         reg.host_id, config.host_group
     );
     let client = enroll.with_token(&reg.token);
-    let heartbeat = Duration::from_secs(reg.heartbeat_secs.max(1));
+    let heartbeat = Duration::from_secs(reg.heartbeat_secs.min(config.heartbeat_secs).max(1));
+    let note = TaskNote::new(&config.work_dir);
+    report_interrupted(&client, &note).await;
 
-    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(Shutdown::Running);
     tokio::spawn(async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM");
-        tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
-        let _ = stop_tx.send(true);
+            .expect("SIGTERM handler");
+        loop {
+            tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
+            let next = match *shutdown_tx.borrow() {
+                Shutdown::Running => Shutdown::AfterThisRun,
+                _ => Shutdown::Now,
+            };
+            tracing::info!(?next, "signal received");
+            let _ = shutdown_tx.send(next);
+        }
     });
 
+    let ssh = config
+        .ssh
+        .target
+        .is_some()
+        .then(|| SshHost::new(&config.ssh))
+        .transpose()?;
+    let mut ctx = Worker {
+        builder: Builder {
+            workspace,
+            cache,
+            client: client.clone(),
+            jobs: config.build_jobs(),
+            ccache: !config.no_ccache,
+        },
+        config,
+        name,
+        client,
+        note,
+        ssh,
+    };
     let mut done = 0u64;
     loop {
-        if *stop_rx.borrow() {
+        if *shutdown_rx.borrow() != Shutdown::Running {
             break;
         }
         let claimed = tokio::select! {
-            c = retry("claim", || client.claim(config.claim_wait_secs)) => c,
-            _ = stop_rx.changed() => break,
+            c = retry("claim", || ctx.client.claim(ctx.config.claim_wait_secs)) => c,
+            _ = shutdown_rx.changed() => break,
         };
         let task = match claimed {
             Ok(Some(task)) => task,
@@ -68,9 +123,9 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         };
         let span = tracing::info_span!("task", task = task.task_id, bisect = task.bisect_id, sha = %&task.sha[..12]);
         let _enter = span.enter();
-        handle(&client, &workspace, &task, heartbeat).await;
+        handle(&mut ctx, &task, heartbeat, shutdown_rx.clone()).await;
         done += 1;
-        if config.max_tasks > 0 && done >= config.max_tasks {
+        if ctx.config.max_tasks > 0 && done >= ctx.config.max_tasks {
             break;
         }
     }
@@ -78,15 +133,41 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Tells the server about the task an earlier run of this worker did not finish.
+async fn report_interrupted(client: &Client, note: &TaskNote) {
+    let Some(prev) = note.read() else { return };
+    let msg = Interrupted {
+        message: Some(format!(
+            "the worker stopped during {} (since {})",
+            prev.stage,
+            prev.since.format("%Y-%m-%d %H:%M:%S UTC")
+        )),
+    };
+    match retry("interrupted", || client.interrupted(prev.task_id, &msg)).await {
+        Ok(reply) => tracing::warn!(
+            task = prev.task_id,
+            requeued = reply.requeued,
+            stage = prev.stage,
+            "reported the task interrupted by the last stop"
+        ),
+        Err(e) => {
+            tracing::warn!(task = prev.task_id, error = %e, "could not report the interrupted task")
+        }
+    }
+    if let Err(e) = note.clear() {
+        tracing::warn!(error = %e, "clearing the task note");
+    }
+}
+
 /// Works one task with a heartbeat alongside; never panics the loop on a task's failure.
 async fn handle(
-    client: &Client,
-    workspace: &Workspace,
+    ctx: &mut Worker,
     task: &TaskAssignment,
     heartbeat: Duration,
+    shutdown: watch::Receiver<Shutdown>,
 ) {
     let (cancel_tx, cancel_rx) = watch::channel(false);
-    let hb_client = client.clone();
+    let hb_client = ctx.client.clone();
     let task_id = task.task_id;
     let beat = tokio::spawn(async move {
         loop {
@@ -102,198 +183,34 @@ async fn handle(
             }
         }
     });
-    let result = work(client, workspace, task, cancel_rx).await;
+    let result = task::work(ctx, task, cancel_rx, shutdown).await;
     beat.abort();
-    if let Err(e) = result {
-        tracing::error!(error = ?e, "task failed on this worker");
-        let msg = CompleteTask {
-            outcome: TaskOutcome::Error,
-            message: Some(format!("{e:#}")),
-            log_tail: None,
-            failed_sha: None,
-        };
-        if let Err(e) = retry("complete", || client.complete(task.task_id, &msg)).await {
-            tracing::warn!(error = %e, "could not report the failure; the lease will expire");
-        }
-    }
-}
-
-fn env_for(task: &TaskAssignment, iteration: Option<u32>) -> Vec<(String, String)> {
-    let mut env = vec![("PERFBISECT_TESTCASE".to_string(), task.job.testcase.clone())];
-    for (k, v) in &task.job.params {
-        let value = match v {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        env.push((
-            format!("PERFBISECT_PARAM_{}", k.to_ascii_uppercase()),
-            value,
-        ));
-    }
-    if let Some(i) = iteration {
-        env.push(("PERFBISECT_RUN".to_string(), i.to_string()));
-    }
-    env
-}
-
-enum Built {
-    Ready(std::path::PathBuf),
-    Failed { message: String, log_tail: String },
-    Cancelled,
-}
-
-/// Checks `sha` out and builds it, unless its build for this recipe is cached.
-async fn build(
-    workspace: &Workspace,
-    task: &TaskAssignment,
-    sha: &str,
-    cancel: &mut watch::Receiver<bool>,
-) -> anyhow::Result<Built> {
-    let job = &task.job;
-    let ws = workspace.clone();
-    let (url, sha_owned, build_hash) = (
-        task.repository_url.clone(),
-        sha.to_string(),
-        job.build_hash(),
-    );
-    let tree: Tree = tokio::task::spawn_blocking(move || ws.prepare(&url, &sha_owned, &build_hash))
-        .await?
-        .with_context(|| format!("checking {sha} out"))?;
-    if tree.built {
-        tracing::info!(sha, "build cached");
-        return Ok(Built::Ready(tree.dir));
-    }
-    tracing::info!(sha, dir = %tree.dir.display(), "building");
-    let mut env = env_for(task, None);
-    env.push(("PERFBISECT_COMMIT".into(), sha.to_string()));
-    let out = exec::shell(
-        &job.build.command,
-        &tree.dir,
-        &env,
-        Duration::from_secs(job.timeouts.build_secs),
-        cancel,
-    )
-    .await
-    .context("starting the build")?;
-    if matches!(out.ending, Ending::Cancelled) {
-        return Ok(Built::Cancelled);
-    }
-    if !out.success() {
-        tracing::warn!(
-            sha,
-            ending = out.describe(),
-            "build failed: commit untestable"
-        );
-        return Ok(Built::Failed {
-            message: format!("build {}", out.describe()),
-            log_tail: exec::tail(&out.log(), 40),
-        });
-    }
-    Workspace::mark_built(&tree.dir)?;
-    Ok(Built::Ready(tree.dir))
-}
-
-async fn work(
-    client: &Client,
-    workspace: &Workspace,
-    task: &TaskAssignment,
-    mut cancel: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let job = &task.job;
-    // The commits to measure: the task's, and for a paired task its pair, alternating.
-    let mut commits = vec![task.sha.clone()];
-    commits.extend(task.pair_sha.clone());
-    let mut trees = Vec::new();
-    for sha in &commits {
-        match build(workspace, task, sha, &mut cancel).await? {
-            Built::Ready(dir) => trees.push(dir),
-            Built::Cancelled => return Ok(()),
-            Built::Failed { message, log_tail } => {
-                let msg = CompleteTask {
-                    outcome: TaskOutcome::BuildFailed,
-                    message: Some(message),
-                    log_tail: Some(log_tail),
-                    failed_sha: Some(sha.clone()),
-                };
-                retry("complete", || client.complete(task.task_id, &msg)).await?;
-                return Ok(());
-            }
-        }
-    }
-    let format: Format = job
-        .run
-        .format
-        .parse()
-        .map_err(|e| anyhow::anyhow!("run.format: {e}"))?;
-    let sides = commits.len() as u32;
-    for iteration in 0..task.runs * sides {
-        let side = (iteration % sides) as usize;
-        let (sha, dir) = (&commits[side], &trees[side]);
-        let mut env = env_for(task, Some(iteration / sides));
-        env.push(("PERFBISECT_COMMIT".into(), sha.clone()));
-        let started_at = Utc::now();
-        let out = exec::shell(
-            &job.run.command,
-            dir,
-            &env,
-            Duration::from_secs(job.timeouts.run_secs),
-            &mut cancel,
-        )
-        .await
-        .context("starting the benchmark")?;
-        if matches!(out.ending, Ending::Cancelled) {
-            return Ok(());
-        }
-        let finished_at = Utc::now();
-        let mut log = out.log();
-        let mut completed = out.success();
-        let mut metrics = Default::default();
-        if completed {
-            let text = match &job.run.results_file {
-                Some(f) => std::fs::read_to_string(dir.join(f))
-                    .with_context(|| format!("reading results file {f}"))?,
-                None => out.stdout.clone(),
+    let finish = match result {
+        Ok(finish) => finish,
+        Err(e) => {
+            tracing::error!(error = ?e, "task failed on this worker");
+            let msg = CompleteTask {
+                outcome: TaskOutcome::Error,
+                message: Some(format!("{e:#}")),
+                log_tail: None,
+                failed_sha: None,
             };
-            match perfbisect_metrics::parse(format, &job.testcase, &text) {
-                Ok(m) => metrics = m,
-                Err(e) => {
-                    // Output we cannot read is a run that did not complete, never a zero.
-                    completed = false;
-                    log.push_str(&format!("\nperfbisect: cannot parse the results: {e}\n"));
-                }
+            if let Err(e) = retry("complete", || ctx.client.complete(task.task_id, &msg)).await {
+                tracing::warn!(error = %e, "could not report the failure; the lease will expire");
             }
-        } else {
-            log.push_str(&format!("\nperfbisect: benchmark {}\n", out.describe()));
+            Finish::Reported
         }
-        let upload = RunUpload {
-            iteration,
-            sha: Some(sha.clone()),
-            completed,
-            metrics,
-            log,
-            started_at,
-            finished_at,
-        };
-        match retry("upload run", || client.upload_run(task.task_id, &upload)).await {
-            Ok(()) => {}
-            Err(ClientError::Refused {
-                status, message, ..
-            }) if status.as_u16() == 409 => {
-                tracing::warn!(message, "task taken away; stopping it");
-                return Ok(());
+    };
+    if let Finish::HandBack(why) = finish {
+        let msg = HandBack { message: Some(why) };
+        match retry("hand back", || ctx.client.hand_back(task.task_id, &msg)).await {
+            Ok(()) => tracing::info!("task handed back"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not hand the task back; its lease will expire")
             }
-            Err(e) => return Err(e).context("uploading a run"),
         }
     }
-    let msg = CompleteTask {
-        outcome: TaskOutcome::Done,
-        message: None,
-        log_tail: None,
-        failed_sha: None,
-    };
-    match retry("complete", || client.complete(task.task_id, &msg)).await {
-        Ok(()) => Ok(()),
-        Err(ClientError::Refused { status, .. }) if status.as_u16() == 409 => Ok(()),
-        Err(e) => Err(e).context("completing the task"),
+    if let Err(e) = ctx.note.clear() {
+        tracing::warn!(error = %e, "clearing the task note");
     }
 }

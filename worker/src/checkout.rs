@@ -1,12 +1,12 @@
-//! The worker's own mirrors and build trees.
+//! The worker's own git mirrors, and checkouts from them.
 //!
-//! A build tree is one directory per (commit, build recipe hash); a marker file says its
-//! build succeeded, so a commit measured again is never rebuilt.
+//! One bare mirror per repository URL, fetched when a commit is missing. A command build
+//! checks its commit out into a fresh directory (which becomes its cache entry); a kernel
+//! build reuses one source tree per repository, moved from commit to commit, so that make
+//! only rebuilds what changed.
 
 use git2::{Oid, Repository, build::CheckoutBuilder};
 use std::path::{Path, PathBuf};
-
-const BUILT_MARKER: &str = ".perfbisect-built";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckoutError {
@@ -23,15 +23,8 @@ pub struct Workspace {
     root: PathBuf,
 }
 
-/// A checked-out tree, and whether its build is already done.
-#[derive(Debug)]
-pub struct Tree {
-    pub dir: PathBuf,
-    pub built: bool,
-}
-
-fn short_hash(s: &str) -> String {
-    // Stable and short: FNV-1a is enough to name a directory after a URL.
+/// Stable and short: FNV-1a is enough to name a directory after a URL.
+pub fn short_hash(s: &str) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in s.bytes() {
         h ^= b as u64;
@@ -45,30 +38,26 @@ impl Workspace {
         Self { root: root.into() }
     }
 
-    fn mirror(&self, url: &str) -> Result<Repository, CheckoutError> {
-        let path = self
-            .root
-            .join("mirrors")
-            .join(format!("{}.git", short_hash(url)));
-        match Repository::open_bare(&path) {
-            Ok(r) => Ok(r),
-            Err(_) => {
-                std::fs::create_dir_all(&path)?;
-                Ok(Repository::init_bare(&path)?)
-            }
-        }
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
-    /// The tree for `sha` built with the recipe hashed as `build_hash`, checked out if needed.
-    pub fn prepare(&self, url: &str, sha: &str, build_hash: &str) -> Result<Tree, CheckoutError> {
-        let dir = self
-            .root
-            .join("builds")
-            .join(format!("{sha}-{}", &build_hash[..12.min(build_hash.len())]));
-        if dir.join(BUILT_MARKER).exists() {
-            return Ok(Tree { dir, built: true });
-        }
-        let repo = self.mirror(url)?;
+    fn mirror_path(&self, url: &str) -> PathBuf {
+        self.root
+            .join("mirrors")
+            .join(format!("{}.git", short_hash(url)))
+    }
+
+    /// The mirror of `url`, holding `sha` (fetched if it did not).
+    fn mirror_with(&self, url: &str, sha: &str) -> Result<(Repository, Oid), CheckoutError> {
+        let path = self.mirror_path(url);
+        let repo = match Repository::open_bare(&path) {
+            Ok(r) => r,
+            Err(_) => {
+                std::fs::create_dir_all(&path)?;
+                Repository::init_bare(&path)?
+            }
+        };
         let oid = Oid::from_str(sha)?;
         if repo.find_commit(oid).is_err() {
             let mut remote = repo.remote_anonymous(url)?;
@@ -78,24 +67,55 @@ impl Workspace {
                 None,
             )?;
         }
-        let commit = repo
-            .find_commit(oid)
-            .map_err(|_| CheckoutError::MissingCommit {
+        if repo.find_commit(oid).is_err() {
+            return Err(CheckoutError::MissingCommit {
                 sha: sha.into(),
                 url: url.into(),
-            })?;
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
+            });
         }
-        std::fs::create_dir_all(&dir)?;
-        repo.checkout_tree(
-            commit.as_object(),
-            Some(CheckoutBuilder::new().force().target_dir(&dir)),
-        )?;
-        Ok(Tree { dir, built: false })
+        Ok((repo, oid))
     }
 
-    pub fn mark_built(tree: &Path) -> std::io::Result<()> {
-        std::fs::write(tree.join(BUILT_MARKER), b"")
+    /// Checks `sha` out into `dir`, which must be empty or absent.
+    pub fn checkout_into(&self, url: &str, sha: &str, dir: &Path) -> Result<(), CheckoutError> {
+        let (repo, oid) = self.mirror_with(url, sha)?;
+        let commit = repo.find_commit(oid)?;
+        std::fs::create_dir_all(dir)?;
+        repo.checkout_tree(
+            commit.as_object(),
+            Some(CheckoutBuilder::new().force().target_dir(dir)),
+        )?;
+        Ok(())
+    }
+
+    /// The persistent source tree of `url` for kernel builds, moved to `sha`. It is a
+    /// repository of its own borrowing the mirror's objects (no copy), so checkout only
+    /// rewrites the files that differ and make's timestamps stay meaningful.
+    pub fn source_tree(&self, url: &str, sha: &str) -> Result<PathBuf, CheckoutError> {
+        let (_mirror, oid) = self.mirror_with(url, sha)?;
+        let dir = self.root.join("src").join(short_hash(url));
+        let repo = match Repository::open(&dir) {
+            Ok(r) => r,
+            Err(_) => {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)?;
+                }
+                let repo = Repository::init(&dir)?;
+                let objects = self.mirror_path(url).join("objects");
+                std::fs::write(
+                    dir.join(".git/objects/info/alternates"),
+                    format!("{}\n", objects.canonicalize()?.display()),
+                )?;
+                drop(repo);
+                Repository::open(&dir)?
+            }
+        };
+        let commit = repo.find_commit(oid)?;
+        repo.checkout_tree(
+            commit.as_object(),
+            Some(CheckoutBuilder::new().force().remove_untracked(true)),
+        )?;
+        repo.set_head_detached(oid)?;
+        Ok(dir)
     }
 }

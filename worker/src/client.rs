@@ -2,8 +2,8 @@
 
 use perfbisect_wire::api::ErrorBody;
 use perfbisect_wire::worker::{
-    ClaimRequest, CompleteTask, HeartbeatReply, RegisterWorker, RunUpload, TaskAssignment,
-    WorkerRegistered,
+    BuildReport, ClaimRequest, CompleteTask, HandBack, HeartbeatReply, Interrupted,
+    InterruptedReply, RegisterWorker, RunUpload, TaskAssignment, WorkerRegistered,
 };
 use reqwest::StatusCode;
 use serde::Serialize;
@@ -142,6 +142,65 @@ impl Client {
         )
         .await
         .map(|_| ())
+    }
+}
+
+impl Client {
+    pub async fn report_build(&self, task: i64, build: &BuildReport) -> Result<(), ClientError> {
+        self.post::<_, serde_json::Value>(
+            &format!("/api/v1/worker/tasks/{task}/builds"),
+            build,
+            Duration::from_secs(60),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn hand_back(&self, task: i64, req: &HandBack) -> Result<(), ClientError> {
+        self.post::<_, serde_json::Value>(
+            &format!("/api/v1/worker/tasks/{task}/handback"),
+            req,
+            Duration::from_secs(30),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn interrupted(
+        &self,
+        task: i64,
+        req: &Interrupted,
+    ) -> Result<InterruptedReply, ClientError> {
+        self.post(
+            &format!("/api/v1/worker/tasks/{task}/interrupted"),
+            req,
+            Duration::from_secs(30),
+        )
+        .await?
+        .ok_or_else(|| ClientError::Protocol("empty answer to interrupted".into()))
+    }
+
+    /// The kernel config stored on the server under `name`.
+    pub async fn kconfig(&self, name: &str) -> Result<String, ClientError> {
+        let resp = self
+            .http
+            .get(format!("{}/api/v1/kconfigs/{name}", self.base))
+            .bearer_auth(&self.token)
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(ClientError::Unreachable)?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(ClientError::Unreachable)?;
+        if status.is_success() {
+            Ok(text)
+        } else {
+            Err(ClientError::Refused {
+                status,
+                field: None,
+                message: text,
+            })
+        }
     }
 }
 

@@ -1,4 +1,7 @@
 //! Worker configuration: flags and environment variables.
+//!
+//! What belongs here is what the test host is (its name, its group, how to reach, boot and
+//! power-cycle it, what it has installed); what is measured belongs to the job spec.
 
 use std::path::PathBuf;
 
@@ -20,7 +23,7 @@ pub struct WorkerConfig {
     /// The host group this worker serves (a job's `tbox_group`).
     #[arg(long, env = "PERFBISECT_HOST_GROUP", default_value = "local")]
     pub host_group: String,
-    /// Mirrors and build trees live here.
+    /// Mirrors, the build cache and kernel build trees live here.
     #[arg(
         long,
         env = "PERFBISECT_WORK_DIR",
@@ -33,6 +36,78 @@ pub struct WorkerConfig {
     /// Exit after this many tasks (0: never). For tests and one-shot hosts.
     #[arg(long, default_value_t = 0)]
     pub max_tasks: u64,
+    /// Heartbeat at least this often while a task runs: the delay before a cancellation
+    /// from the server stops the work.
+    #[arg(long, env = "PERFBISECT_HEARTBEAT_SECS", default_value_t = 3)]
+    pub heartbeat_secs: u64,
+    /// Size bound of the build cache; least recently used builds are evicted beyond it.
+    #[arg(long, env = "PERFBISECT_CACHE_MAX_BYTES", default_value_t = 50 << 30)]
+    pub cache_max_bytes: u64,
+    /// Parallel make jobs for kernel builds (default: the number of CPUs).
+    #[arg(long, env = "PERFBISECT_BUILD_JOBS")]
+    pub build_jobs: Option<usize>,
+    /// Do not use ccache for kernel builds even when it is installed.
+    #[arg(long, env = "PERFBISECT_NO_CCACHE")]
+    pub no_ccache: bool,
+    /// Where named root filesystems (a job's `rootfs`) are, for `deploy.kind: qemu` and `ssh`.
+    #[arg(long, env = "PERFBISECT_ROOTFS_DIR")]
+    pub rootfs_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub qemu: QemuConfig,
+    #[command(flatten)]
+    pub ssh: SshConfig,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct QemuConfig {
+    /// The qemu binary for `deploy.kind: qemu`.
+    #[arg(
+        long = "qemu-binary",
+        env = "PERFBISECT_QEMU",
+        default_value = "qemu-system-x86_64"
+    )]
+    pub binary: String,
+    /// qemu's accelerator: `tcg` (software, works everywhere) or `kvm`.
+    #[arg(
+        long = "qemu-accel",
+        env = "PERFBISECT_QEMU_ACCEL",
+        default_value = "tcg"
+    )]
+    pub accel: String,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SshConfig {
+    /// The bare-metal test host for `deploy.kind: ssh` (`root@lkp-icl-2sp9`).
+    #[arg(long = "ssh-target", env = "PERFBISECT_SSH_TARGET")]
+    pub target: Option<String>,
+    #[arg(long = "ssh-port", env = "PERFBISECT_SSH_PORT", default_value_t = 22)]
+    pub port: u16,
+    /// Private key for the test host.
+    #[arg(long = "ssh-identity", env = "PERFBISECT_SSH_IDENTITY")]
+    pub identity: Option<PathBuf>,
+    /// Extra `-o` options for ssh (`UserKnownHostsFile=/srv/known_hosts`).
+    #[arg(long = "ssh-option")]
+    pub options: Vec<String>,
+    /// Where kernels, initramfs and job files go on the test host.
+    #[arg(long = "ssh-remote-dir", default_value = "/tmp/perfbisect")]
+    pub remote_dir: String,
+    /// Boot the kernel under test with this command on the worker instead of kexec (a
+    /// boot-once entry plus reboot, a PXE switch, ...). It gets PERFBISECT_SSH_TARGET,
+    /// PERFBISECT_KERNEL, PERFBISECT_INITRD (paths on the test host), PERFBISECT_CMDLINE and
+    /// PERFBISECT_KERNEL_RELEASE, and must return once the reboot is under way.
+    #[arg(long = "boot-command", env = "PERFBISECT_BOOT_COMMAND")]
+    pub boot_command: Option<String>,
+    /// Run on the worker when the test host does not come back within the boot timeout
+    /// (`ipmitool -H bmc -U admin -P ... chassis power cycle`); then one more wait.
+    #[arg(long = "power-cycle-command", env = "PERFBISECT_POWER_CYCLE_COMMAND")]
+    pub power_cycle_command: Option<String>,
+    /// How the worker tells a new boot of the test host from the old one.
+    #[arg(
+        long = "boot-id-command",
+        default_value = "cat /proc/sys/kernel/random/boot_id"
+    )]
+    pub boot_id_command: String,
 }
 
 impl WorkerConfig {
@@ -41,6 +116,14 @@ impl WorkerConfig {
             nix::unistd::gethostname()
                 .map(|h| h.to_string_lossy().into_owned())
                 .unwrap_or_else(|_| "worker".into())
+        })
+    }
+
+    pub fn build_jobs(&self) -> usize {
+        self.build_jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
         })
     }
 }

@@ -43,12 +43,16 @@ impl Output {
     }
 
     pub fn describe(&self) -> String {
-        match self.ending {
-            Ending::Exited(c) => format!("exited with status {c}"),
-            Ending::Signalled => "killed by a signal".into(),
-            Ending::TimedOut => "timed out".into(),
-            Ending::Cancelled => "cancelled".into(),
-        }
+        describe(&self.ending)
+    }
+}
+
+pub fn describe(ending: &Ending) -> String {
+    match ending {
+        Ending::Exited(c) => format!("exited with status {c}"),
+        Ending::Signalled => "killed by a signal".into(),
+        Ending::TimedOut => "timed out".into(),
+        Ending::Cancelled => "cancelled".into(),
     }
 }
 
@@ -65,14 +69,35 @@ pub async fn shell(
     cmd.arg("-c")
         .arg(command)
         .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    run(cmd, None, timeout, cancel).await
+}
+
+/// Runs `cmd` in its own process group, feeding it `stdin`, until it ends, times out, or
+/// `cancel` turns true; then kills the whole group, so nothing it started lingers.
+pub async fn run(
+    mut cmd: tokio::process::Command,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+    cancel: &mut watch::Receiver<bool>,
+) -> std::io::Result<Output> {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
+    if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(&data).await;
+        });
+    }
     let mut out = child.stdout.take().expect("piped stdout");
     let mut err = child.stderr.take().expect("piped stderr");
     let read_out = tokio::spawn(async move {
@@ -85,30 +110,20 @@ pub async fn shell(
         let _ = err.read_to_end(&mut buf).await;
         buf
     });
-    let cancelled = async {
-        loop {
-            if *cancel.borrow() {
-                return;
-            }
-            if cancel.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-    };
     let ending = tokio::select! {
         status = child.wait() => {
             let status = status?;
             match status.code() { Some(c) => Ending::Exited(c), None => Ending::Signalled }
         }
         _ = tokio::time::sleep(timeout) => Ending::TimedOut,
-        _ = cancelled => Ending::Cancelled,
+        _ = cancelled(cancel) => Ending::Cancelled,
     };
-    if matches!(ending, Ending::TimedOut | Ending::Cancelled) {
-        if let Some(pgid) = pgid {
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-        }
-        let _ = child.wait().await;
+    // Whatever the ending, nothing the command started outlives it (a benchmark's
+    // background helpers would disturb the next run).
+    if let Some(pgid) = pgid {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
     }
+    let _ = child.wait().await;
     let stdout = String::from_utf8_lossy(&read_out.await.unwrap_or_default()).into_owned();
     let stderr = String::from_utf8_lossy(&read_err.await.unwrap_or_default()).into_owned();
     Ok(Output {
@@ -116,6 +131,18 @@ pub async fn shell(
         stdout,
         stderr,
     })
+}
+
+/// Resolves once `cancel` is true (never, if its sender is gone).
+pub async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    loop {
+        if *cancel.borrow() {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// The last `lines` lines of `text`.

@@ -9,11 +9,18 @@
 //! so a worker (or host) that dies loses nothing but the task's lease.
 
 pub mod agent;
+pub mod build;
+pub mod cache;
 pub mod checkout;
 pub mod client;
 pub mod config;
+pub mod deploy;
 pub mod exec;
+pub mod guest;
+pub mod initramfs;
 pub mod machine;
+pub mod note;
+pub mod task;
 
 pub use agent::run;
 pub use config::WorkerConfig;

@@ -468,7 +468,10 @@ impl JobSpec {
                     }
                 }
                 if d.memory_mb.is_some_and(|m| !(64..=1 << 20).contains(&m)) {
-                    return Err(invalid("deploy.memory_mb", "must be between 64 and 1048576"));
+                    return Err(invalid(
+                        "deploy.memory_mb",
+                        "must be between 64 and 1048576",
+                    ));
                 }
                 if d.cpus.is_some_and(|c| !(1..=1024).contains(&c)) {
                     return Err(invalid("deploy.cpus", "must be between 1 and 1024"));
@@ -585,8 +588,7 @@ mod tests {
         let err = JobSpec::from_yaml(&KERNEL.replace("kind: qemu", "kind: qemu\n  memory: 1"))
             .unwrap_err();
         assert!(err.to_string().contains("memory"), "{err}");
-        let err =
-            JobSpec::from_yaml(&KERNEL.replace("kind: qemu", "kind: vmware")).unwrap_err();
+        let err = JobSpec::from_yaml(&KERNEL.replace("kind: qemu", "kind: vmware")).unwrap_err();
         assert!(err.to_string().contains("vmware"), "{err}");
     }
 
@@ -599,24 +601,89 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let key = |yaml: &str| JobSpec::from_yaml(yaml).unwrap_err().key().map(String::from);
-        assert_eq!(key(&format!("{SPEC}runs_per_task: 0\n")).as_deref(), Some("runs_per_task"));
-        assert_eq!(key(&SPEC.replace("testcase: demo", "testcase: 'a b'")).as_deref(), Some("testcase"));
-        assert_eq!(key(&SPEC.replace("./bench", "./bench\n  format: xml")).as_deref(), Some("run.format"));
-        assert_eq!(key(&SPEC.replace("command: make", "kind: command")).as_deref(), Some("build.command"));
-        assert_eq!(key(&SPEC.replace("command: make", "command: make\n  arch: arm64")).as_deref(), Some("build.arch"));
-        assert_eq!(key(&format!("{SPEC}timeouts: {{boot_secs: 0}}\n")).as_deref(), Some("timeouts.boot_secs"));
-        assert_eq!(key(&format!("{SPEC}deploy: {{kind: qemu}}\n")).as_deref(), Some("deploy.kernel"));
-        assert_eq!(key(&format!("{SPEC}deploy: {{kind: local, cpus: 2}}\n")).as_deref(), Some("deploy.cpus"));
-        assert_eq!(key(&format!("{SPEC}deploy: {{kind: qemu, kernel: ../vmlinuz}}\n")).as_deref(), Some("deploy.kernel"));
-        assert_eq!(key(&format!("{SPEC}deploy: {{kind: qemu, kernel: bzImage, initrd: [a, /etc/x]}}\n")).as_deref(), Some("deploy.initrd[1]"));
-        assert_eq!(key(&format!("{SPEC}deploy: {{kind: ssh, kernel: bzImage, memory_mb: 512}}\n")).as_deref(), Some("deploy.memory_mb"));
-        assert_eq!(key(&KERNEL.replace("kconfig: x86_64-rhel-9.4\n", "")).as_deref(), Some("kconfig"));
-        assert_eq!(key(&KERNEL.replace("kind: qemu", "kind: local")).as_deref(), Some("deploy.kind"));
-        assert_eq!(key(&KERNEL.replace("kind: kernel", "kind: kernel\n  command: make")).as_deref(), Some("build.command"));
-        assert_eq!(key(&KERNEL.replace("'CONFIG_PREEMPT_NONE=y'", "'PREEMPT=y'")).as_deref(), Some("build.config[0]"));
-        assert_eq!(key(&KERNEL.replace("gcc-12", "'gcc 12'")).as_deref(), Some("compiler"));
-        assert_eq!(key(&SPEC.replace("./bench", "./bench\n  results_file: /tmp/x")).as_deref(), Some("run.results_file"));
+        let key = |yaml: &str| {
+            JobSpec::from_yaml(yaml)
+                .unwrap_err()
+                .key()
+                .map(String::from)
+        };
+        assert_eq!(
+            key(&format!("{SPEC}runs_per_task: 0\n")).as_deref(),
+            Some("runs_per_task")
+        );
+        assert_eq!(
+            key(&SPEC.replace("testcase: demo", "testcase: 'a b'")).as_deref(),
+            Some("testcase")
+        );
+        assert_eq!(
+            key(&SPEC.replace("./bench", "./bench\n  format: xml")).as_deref(),
+            Some("run.format")
+        );
+        assert_eq!(
+            key(&SPEC.replace("command: make", "kind: command")).as_deref(),
+            Some("build.command")
+        );
+        assert_eq!(
+            key(&SPEC.replace("command: make", "command: make\n  arch: arm64")).as_deref(),
+            Some("build.arch")
+        );
+        assert_eq!(
+            key(&format!("{SPEC}timeouts: {{boot_secs: 0}}\n")).as_deref(),
+            Some("timeouts.boot_secs")
+        );
+        assert_eq!(
+            key(&format!("{SPEC}deploy: {{kind: qemu}}\n")).as_deref(),
+            Some("deploy.kernel")
+        );
+        assert_eq!(
+            key(&format!("{SPEC}deploy: {{kind: local, cpus: 2}}\n")).as_deref(),
+            Some("deploy.cpus")
+        );
+        assert_eq!(
+            key(&format!(
+                "{SPEC}deploy: {{kind: qemu, kernel: ../vmlinuz}}\n"
+            ))
+            .as_deref(),
+            Some("deploy.kernel")
+        );
+        assert_eq!(
+            key(&format!(
+                "{SPEC}deploy: {{kind: qemu, kernel: bzImage, initrd: [a, /etc/x]}}\n"
+            ))
+            .as_deref(),
+            Some("deploy.initrd[1]")
+        );
+        assert_eq!(
+            key(&format!(
+                "{SPEC}deploy: {{kind: ssh, kernel: bzImage, memory_mb: 512}}\n"
+            ))
+            .as_deref(),
+            Some("deploy.memory_mb")
+        );
+        assert_eq!(
+            key(&KERNEL.replace("kconfig: x86_64-rhel-9.4\n", "")).as_deref(),
+            Some("kconfig")
+        );
+        assert_eq!(
+            key(&KERNEL.replace("kind: qemu", "kind: local")).as_deref(),
+            Some("deploy.kind")
+        );
+        assert_eq!(
+            key(&KERNEL.replace("kind: kernel", "kind: kernel\n  command: make")).as_deref(),
+            Some("build.command")
+        );
+        assert_eq!(
+            key(&KERNEL.replace("'CONFIG_PREEMPT_NONE=y'", "'PREEMPT=y'")).as_deref(),
+            Some("build.config[0]")
+        );
+        assert_eq!(
+            key(&KERNEL.replace("gcc-12", "'gcc 12'")).as_deref(),
+            Some("compiler")
+        );
+        assert_eq!(
+            key(&SPEC.replace("./bench", "./bench\n  results_file: /tmp/x")).as_deref(),
+            Some("run.results_file")
+        );
     }
 
     #[test]

@@ -90,13 +90,17 @@ async fn get_kconfig(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<impl IntoResponse> {
-    let content: Option<String> = sqlx::query_scalar("SELECT content FROM kconfigs WHERE name = $1")
-        .bind(&name)
-        .fetch_optional(&state.db)
-        .await?;
+    let content: Option<String> =
+        sqlx::query_scalar("SELECT content FROM kconfigs WHERE name = $1")
+            .bind(&name)
+            .fetch_optional(&state.db)
+            .await?;
     let content =
         content.ok_or_else(|| ApiError::NotFound(format!("no kconfig named `{name}`")))?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], content))
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        content,
+    ))
 }
 
 /// Refuses a job whose `kconfig` is not stored: a worker could not build it.
@@ -116,7 +120,9 @@ pub async fn check_job(state: &AppState, spec: &JobSpec) -> ApiResult<()> {
     } else {
         Err(ApiError::unprocessable(
             "job.kconfig",
-            format!("no kconfig named `{name}` is stored; upload it with PUT /api/v1/kconfigs/{name}"),
+            format!(
+                "no kconfig named `{name}` is stored; upload it with PUT /api/v1/kconfigs/{name}"
+            ),
         ))
     }
 }

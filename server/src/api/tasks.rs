@@ -69,7 +69,8 @@ impl TaskRow {
     }
 }
 
-const TASK_SELECT: &str = "SELECT t.id, t.bisect_id, t.sha, t.pair_sha, t.phase, t.state, t.runs, t.attempts,
+const TASK_SELECT: &str =
+    "SELECT t.id, t.bisect_id, t.sha, t.pair_sha, t.phase, t.state, t.runs, t.attempts,
         h.name AS host, t.message, t.log_tail, t.created_at, t.finished_at
  FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id";
 
@@ -125,12 +126,16 @@ struct BuildRow {
 #[utoipa::path(get, path = "/api/v1/tasks/{id}", tag = "tasks",
     params(("id" = i64, Path, description = "Task id")),
     responses((status = 200, body = TaskDetail), (status = 404, body = ErrorBody)))]
-async fn get_task(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<TaskDetail>> {
-    let row: Option<TaskRow> =
-        sqlx::query_as(sqlx::AssertSqlSafe(format!("{TASK_SELECT} WHERE t.id = $1")))
-            .bind(id)
-            .fetch_optional(&state.db)
-            .await?;
+async fn get_task(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<TaskDetail>> {
+    let row: Option<TaskRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{TASK_SELECT} WHERE t.id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(&state.db)
+    .await?;
     let (task, log_tail) = row
         .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?
         .summary();
@@ -205,7 +210,10 @@ async fn report_build(
     ApiJson(build): ApiJson<BuildReport>,
 ) -> ApiResult<StatusCode> {
     if !build.duration_secs.is_finite() || build.duration_secs < 0.0 {
-        return Err(ApiError::bad("duration_secs", "must be a non-negative number"));
+        return Err(ApiError::bad(
+            "duration_secs",
+            "must be a non-negative number",
+        ));
     }
     let inserted = sqlx::query(
         "INSERT INTO builds (task_id, bisect_id, sha, host_id, succeeded, cached, duration_secs, log)
@@ -257,9 +265,15 @@ async fn hand_back(
     .bind(&message)
     .fetch_optional(&state.db)
     .await?;
-    let bisect =
-        bisect.ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
-    crate::scheduler::event(&state.db, bisect, "handed_back", &format!("task {id} {message}")).await?;
+    let bisect = bisect
+        .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
+    crate::scheduler::event(
+        &state.db,
+        bisect,
+        "handed_back",
+        &format!("task {id} {message}"),
+    )
+    .await?;
     crate::queue::notify_queued(&state.db).await?;
     Ok(StatusCode::OK)
 }

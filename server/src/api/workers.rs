@@ -123,10 +123,11 @@ async fn claim(
     .await?;
     let job: JobSpec = serde_json::from_value(spec).map_err(anyhow::Error::from)?;
     // A task given back or interrupted keeps its stored runs; the new holder runs the rest.
-    let done: Vec<i32> = sqlx::query_scalar("SELECT iteration FROM runs WHERE task_id = $1 ORDER BY iteration")
-        .bind(task.id)
-        .fetch_all(&state.db)
-        .await?;
+    let done: Vec<i32> =
+        sqlx::query_scalar("SELECT iteration FROM runs WHERE task_id = $1 ORDER BY iteration")
+            .bind(task.id)
+            .fetch_all(&state.db)
+            .await?;
     tracing::info!(
         task = task.id,
         bisect = task.bisect_id,

@@ -1,0 +1,179 @@
+//! The kernel recipe: the job's kconfig (fetched from the server) plus its `build.config`
+//! lines, `make olddefconfig`, the boot image and (when the config has modules) the modules,
+//! with the job's compiler, through ccache when it is installed.
+//!
+//! The source tree is one per repository, moved from commit to commit, and the object tree
+//! one per (repository, recipe): an incremental build, as in `git bisect` by hand. The cache
+//! entry gets what deployment needs: `vmlinuz`, `modules.cpio` (`/lib/modules/<release>` as
+//! an initramfs piece), `kernel.release`, `config` and `System.map`.
+
+use super::{BuildError, Builder};
+use crate::checkout::short_hash;
+use crate::exec::{self, Output};
+use crate::guest::quote;
+use crate::initramfs::CpioWriter;
+use perfbisect_wire::JobSpec;
+use perfbisect_wire::job::{KERNEL_IMAGE, KERNEL_MODULES, KERNEL_RELEASE};
+use perfbisect_wire::worker::TaskAssignment;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The shell steps of the recipe. `$SRC`, `$OBJ`, `$OUT` and `$STAGE` are set by the caller.
+pub fn script(job: &JobSpec, jobs: usize, ccache: bool) -> String {
+    let arch = job.build.arch.as_deref().unwrap_or("x86_64");
+    let image = job.build.image.as_deref().unwrap_or("bzImage");
+    let cc = job.compiler.as_deref().unwrap_or("gcc");
+    let cc_arg = if ccache {
+        format!("ccache {cc}")
+    } else {
+        cc.to_string()
+    };
+    format!(
+        r#"set -eu
+M="make -C $SRC O=$OBJ ARCH={arch} CC={cc_q} HOSTCC={host_q}"
+$M olddefconfig
+$M -j{jobs} {image}
+if grep -q '^CONFIG_MODULES=y' "$OBJ/.config"; then
+  $M -j{jobs} modules
+  rm -rf "$STAGE"
+  $M INSTALL_MOD_PATH="$STAGE" INSTALL_MOD_STRIP=1 modules_install
+fi
+$M -s kernelrelease > "$OUT/{release}"
+cp "$OBJ/$($M -s image_name)" "$OUT/{kernel}"
+cp "$OBJ/.config" "$OUT/config"
+cp "$OBJ/System.map" "$OUT/System.map" 2>/dev/null || true
+"#,
+        cc_q = quote(&cc_arg),
+        host_q = quote(cc),
+        release = KERNEL_RELEASE,
+        kernel = KERNEL_IMAGE,
+    )
+}
+
+/// The starting `.config`: the stored kconfig, then the job's pinned options (later lines
+/// win in Kconfig).
+pub fn dot_config(kconfig: &str, job: &JobSpec) -> String {
+    let mut text = kconfig.trim_end().to_string();
+    text.push('\n');
+    for line in &job.build.config {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Builds the kernel in `src` (a checked-out tree) with `obj` as its object tree, leaving
+/// the artifacts in `out`. Usable without a server: the opt-in kernel test calls it.
+#[allow(clippy::too_many_arguments)]
+pub async fn build_tree(
+    job: &JobSpec,
+    kconfig: &str,
+    src: &Path,
+    obj: &Path,
+    out: &Path,
+    jobs: usize,
+    ccache_dir: Option<&Path>,
+    env: &[(String, String)],
+    cancel: &mut watch::Receiver<bool>,
+) -> Result<Output, BuildError> {
+    let started = Instant::now();
+    std::fs::create_dir_all(obj)?;
+    std::fs::create_dir_all(out)?;
+    std::fs::write(obj.join(".config"), dot_config(kconfig, job))?;
+    let stage = obj.join("modules-staging");
+    let mut env = env.to_vec();
+    for (k, v) in [
+        ("SRC", src),
+        ("OBJ", obj),
+        ("OUT", out),
+        ("STAGE", stage.as_path()),
+    ] {
+        env.push((k.into(), v.display().to_string()));
+    }
+    if let Some(dir) = ccache_dir {
+        // Hash paths relative to the tree, so one commit's objects serve the next.
+        env.push(("CCACHE_DIR".into(), dir.display().to_string()));
+        env.push(("CCACHE_BASEDIR".into(), src.display().to_string()));
+        env.push(("CCACHE_NOHASHDIR".into(), "1".into()));
+    }
+    let output = exec::shell(
+        &script(job, jobs, ccache_dir.is_some()),
+        src,
+        &env,
+        Duration::from_secs(job.timeouts.build_secs),
+        cancel,
+    )
+    .await?;
+    if output.success() {
+        let release = std::fs::read_to_string(out.join(KERNEL_RELEASE))?;
+        let modules = stage.join("lib/modules").join(release.trim());
+        if modules.is_dir() {
+            let file = std::fs::File::create(out.join(KERNEL_MODULES))?;
+            let mut w = CpioWriter::new(std::io::BufWriter::new(file));
+            for d in ["lib", "lib/modules"] {
+                w.dir(d)?;
+            }
+            w.dir(&format!("lib/modules/{}", release.trim()))?;
+            w.tree(&modules, &format!("lib/modules/{}", release.trim()))?;
+            w.finish()?;
+        }
+        tracing::info!(
+            secs = started.elapsed().as_secs(),
+            release = release.trim(),
+            "kernel built"
+        );
+    }
+    Ok(output)
+}
+
+pub async fn build(
+    builder: &Builder,
+    task: &TaskAssignment,
+    sha: &str,
+    env: &[(String, String)],
+    cancel: &mut watch::Receiver<bool>,
+) -> Result<Output, BuildError> {
+    let job = &task.job;
+    let name = job
+        .kconfig
+        .clone()
+        .expect("validated: a kernel recipe names its kconfig");
+    let kconfig = builder
+        .client
+        .kconfig(&name)
+        .await
+        .map_err(|source| BuildError::Kconfig {
+            name: name.clone(),
+            source,
+        })?;
+    let (ws, url, sha_owned) = (
+        builder.workspace.clone(),
+        task.repository_url.clone(),
+        sha.to_string(),
+    );
+    let src = tokio::task::spawn_blocking(move || ws.source_tree(&url, &sha_owned))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+    let build_hash = job.build_hash();
+    let obj = builder.workspace.root().join("obj").join(format!(
+        "{}-{}",
+        short_hash(&task.repository_url),
+        &build_hash[..16]
+    ));
+    let out = builder.cache.begin(sha, &build_hash)?;
+    let ccache_dir = (builder.ccache && super::which("ccache").is_some())
+        .then(|| builder.workspace.root().join("ccache"));
+    build_tree(
+        job,
+        &kconfig,
+        &src,
+        &obj,
+        &out,
+        builder.jobs,
+        ccache_dir.as_deref(),
+        env,
+        cancel,
+    )
+    .await
+}

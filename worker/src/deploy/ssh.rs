@@ -1,0 +1,370 @@
+//! `deploy.kind: ssh`: a bare-metal test host, reached with the system's OpenSSH client.
+//!
+//! To run a commit, the host must be running its kernel: the kernel and initramfs are
+//! copied over, booted once (kexec on the host, or the worker's `--boot-command` hook for a
+//! boot-once entry plus reboot), and the worker waits until the host answers with a new
+//! boot id; if it does not within the boot timeout, `--power-cycle-command` (IPMI) is run
+//! and the worker waits once more. Then `uname -r` must be the built kernel's release —
+//! a host that came back on another kernel did not boot the commit. The benchmark runs in
+//! its own process group on the host, which is killed on timeout or cancellation. The
+//! worker keeps only which commit the host is running; the task's state is on the server,
+//! so a reboot of the worker's own machine loses nothing.
+
+use super::{DeployError, RunEnd, RunOutcome, RunRequest};
+use crate::config::SshConfig;
+use crate::exec::{self, Ending};
+use crate::guest;
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// How long one ssh connection attempt may take while waiting for the host.
+const CONNECT_SECS: u64 = 5;
+/// Short remote commands (mkdir, uname, boot id, copies of small files).
+const COMMAND_SECS: u64 = 60;
+
+/// The test host, and which commit it is running.
+pub struct SshHost {
+    cfg: SshConfig,
+    target: String,
+    booted_sha: Option<String>,
+}
+
+impl SshHost {
+    pub fn new(cfg: &SshConfig) -> Result<Self, DeployError> {
+        let target = cfg.target.clone().ok_or_else(|| {
+            DeployError::NotConfigured("a `deploy.kind: ssh` job needs --ssh-target".into())
+        })?;
+        Ok(Self {
+            cfg: cfg.clone(),
+            target,
+            booted_sha: None,
+        })
+    }
+
+    fn ssh(&self, remote: &str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("ssh");
+        cmd.args(["-p", &self.cfg.port.to_string()])
+            .args(["-o", "BatchMode=yes"])
+            .args(["-o", &format!("ConnectTimeout={CONNECT_SECS}")])
+            .args(["-o", "ServerAliveInterval=15"]);
+        if let Some(id) = &self.cfg.identity {
+            cmd.arg("-i").arg(id);
+        }
+        for o in &self.cfg.options {
+            cmd.args(["-o", o]);
+        }
+        cmd.arg(&self.target).arg(remote);
+        cmd
+    }
+
+    /// Runs `remote` on the host; Ok(output) when ssh itself worked.
+    async fn exec(
+        &self,
+        remote: &str,
+        stdin: Option<Vec<u8>>,
+        timeout: Duration,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> std::io::Result<exec::Output> {
+        exec::run(self.ssh(remote), stdin, timeout, cancel).await
+    }
+
+    /// Runs a short command that must succeed; its stdout.
+    async fn must(&self, remote: &str, stdin: Option<Vec<u8>>) -> Result<String, DeployError> {
+        let (_tx, mut never) = watch::channel(false);
+        let out = self
+            .exec(remote, stdin, Duration::from_secs(COMMAND_SECS), &mut never)
+            .await?;
+        if out.success() {
+            Ok(out.stdout)
+        } else {
+            Err(DeployError::HostDown(format!(
+                "`{remote}` on {} {}: {}",
+                self.target,
+                out.describe(),
+                exec::tail(&out.stderr, 5)
+            )))
+        }
+    }
+
+    async fn copy(&self, local: &Path, remote: &str) -> Result<(), DeployError> {
+        let data = std::fs::read(local)?;
+        self.must(&format!("cat > {}", guest::quote(remote)), Some(data))
+            .await
+            .map(|_| ())
+    }
+
+    /// The host's boot id, if it answers.
+    async fn boot_id(&self) -> Option<String> {
+        let (_tx, mut never) = watch::channel(false);
+        let out = self
+            .exec(
+                &self.cfg.boot_id_command,
+                None,
+                Duration::from_secs(CONNECT_SECS * 3),
+                &mut never,
+            )
+            .await
+            .ok()?;
+        let id = out.stdout.trim().to_string();
+        (out.success() && !id.is_empty()).then_some(id)
+    }
+
+    /// Waits until the host answers with a boot id other than `old`.
+    async fn wait_for_new_boot(
+        &self,
+        old: &str,
+        limit: Duration,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<bool, DeployError> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if *cancel.borrow() {
+                return Ok(false);
+            }
+            if let Some(id) = self.boot_id().await
+                && id != old
+            {
+                return Ok(true);
+            }
+            // Polling an outside machine: it gives no signal when it is back.
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = exec::cancelled(cancel) => return Ok(false),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Boots the commit's kernel on the host. Ok(None) when booted; Ok(Some(reason)) when
+    /// the commit's kernel did not boot; Err when the host or the worker failed.
+    async fn boot(
+        &mut self,
+        req: &RunRequest<'_>,
+        rootfs_dir: Option<&Path>,
+        scratch: &Path,
+        log: &mut String,
+        method: &mut String,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<Option<String>, DeployError> {
+        let job = req.job;
+        self.booted_sha = None;
+        let kernel = super::artifact(
+            req.artifacts,
+            job.deploy
+                .kernel_path(&job.build)
+                .expect("validated: an ssh job has a kernel"),
+        )?;
+        let expected = super::expected_release(req.artifacts, &kernel);
+        let pieces = super::initrd_pieces(req, rootfs_dir)?;
+        let dir = format!("{}/boot", self.cfg.remote_dir);
+        self.must(&format!("mkdir -p {}", guest::quote(&dir)), None)
+            .await?;
+        let remote_kernel = format!("{dir}/vmlinuz");
+        self.copy(&kernel, &remote_kernel).await?;
+        let remote_initrd = if pieces.is_empty() {
+            None
+        } else {
+            std::fs::create_dir_all(scratch)?;
+            let local = scratch.join("initrd.cpio");
+            super::write_initrd(&pieces, &[], &local)?;
+            let remote = format!("{dir}/initrd");
+            self.copy(&local, &remote).await?;
+            Some(remote)
+        };
+        let old = self.boot_id().await.ok_or_else(|| {
+            DeployError::HostDown(format!("{} does not answer before the boot", self.target))
+        })?;
+        let cmdline = job.deploy.cmdline.clone().unwrap_or_default();
+        let limit = Duration::from_secs(job.timeouts.boot_secs);
+        match &self.cfg.boot_command {
+            Some(hook) => {
+                *method = "command".into();
+                let mut env = vec![
+                    ("PERFBISECT_SSH_TARGET".to_string(), self.target.clone()),
+                    ("PERFBISECT_KERNEL".to_string(), remote_kernel.clone()),
+                    (
+                        "PERFBISECT_INITRD".to_string(),
+                        remote_initrd.clone().unwrap_or_default(),
+                    ),
+                    ("PERFBISECT_CMDLINE".to_string(), cmdline.clone()),
+                ];
+                env.push((
+                    "PERFBISECT_KERNEL_RELEASE".into(),
+                    expected.clone().unwrap_or_default(),
+                ));
+                let out = exec::shell(hook, scratch, &env, limit, cancel).await?;
+                log.push_str(&out.log());
+                match out.ending {
+                    Ending::Cancelled => return Ok(None),
+                    Ending::Exited(0) => {}
+                    _ => {
+                        return Err(DeployError::HostDown(format!(
+                            "the boot command {}",
+                            out.describe()
+                        )));
+                    }
+                }
+            }
+            None => {
+                *method = "kexec".into();
+                let initrd_arg = remote_initrd
+                    .as_deref()
+                    .map(|i| format!(" --initrd={}", guest::quote(i)))
+                    .unwrap_or_default();
+                // Load now (errors are seen), execute once the ssh session has returned.
+                let load = format!(
+                    "kexec -l {}{initrd_arg} --command-line=\"$(cat /proc/cmdline) \"{} && \
+                     (nohup sh -c 'sleep 1; systemctl kexec || kexec -e' >/dev/null 2>&1 &)",
+                    guest::quote(&remote_kernel),
+                    guest::quote(&cmdline),
+                );
+                self.must(&load, None).await?;
+            }
+        }
+        let mut back = self.wait_for_new_boot(&old, limit, cancel).await?;
+        if !back && !*cancel.borrow() {
+            let Some(power) = &self.cfg.power_cycle_command else {
+                return Err(DeployError::HostDown(format!(
+                    "{} did not come back within {} s and no --power-cycle-command is set",
+                    self.target, job.timeouts.boot_secs
+                )));
+            };
+            log.push_str(&format!(
+                "\nperfbisect: {} did not come back within {} s: power-cycling\n",
+                self.target, job.timeouts.boot_secs
+            ));
+            *method = "power_cycle".into();
+            let out = exec::shell(
+                power,
+                scratch,
+                &[],
+                Duration::from_secs(COMMAND_SECS),
+                cancel,
+            )
+            .await?;
+            log.push_str(&out.log());
+            back = self.wait_for_new_boot(&old, limit, cancel).await?;
+            if !back && !*cancel.borrow() {
+                return Err(DeployError::HostDown(format!(
+                    "{} did not come back after a power cycle",
+                    self.target
+                )));
+            }
+        }
+        if *cancel.borrow() {
+            return Ok(None);
+        }
+        let running = self.must("uname -r", None).await?.trim().to_string();
+        if let Some(want) = expected
+            && want != running
+        {
+            return Ok(Some(format!(
+                "{} came back running kernel {running}, not the built {want}",
+                self.target
+            )));
+        }
+        self.booted_sha = Some(req.sha.to_string());
+        Ok(None)
+    }
+
+    pub async fn run(
+        &mut self,
+        req: &RunRequest<'_>,
+        rootfs_dir: Option<&Path>,
+        scratch: &Path,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<RunOutcome, DeployError> {
+        let job = req.job;
+        let mut log = String::new();
+        let mut method = "none".to_string();
+        if self.booted_sha.as_deref() != Some(req.sha) {
+            let failed = self
+                .boot(req, rootfs_dir, scratch, &mut log, &mut method, cancel)
+                .await?;
+            if *cancel.borrow() {
+                return Ok(RunOutcome {
+                    end: RunEnd::Cancelled,
+                    log,
+                    environment: Default::default(),
+                });
+            }
+            if let Some(reason) = failed {
+                return Ok(RunOutcome {
+                    end: RunEnd::BootFailed(reason),
+                    log,
+                    environment: Default::default(),
+                });
+            }
+        } else {
+            method = "none (already running)".into();
+        }
+        let dir = format!("{}/job", self.cfg.remote_dir);
+        let q = guest::quote(&dir);
+        self.must(&format!("rm -rf {q} && mkdir -p {q}"), None)
+            .await?;
+        for (name, text) in [
+            ("bench", guest::BENCH_SH.to_string()),
+            ("env", guest::env_file(&req.env, job)),
+            ("run", format!("{}\n", job.run.command)),
+        ] {
+            self.must(
+                &format!("cat > {}", guest::quote(&format!("{dir}/{name}"))),
+                Some(text.into_bytes()),
+            )
+            .await?;
+        }
+        // sshd makes the remote shell a session (and process group) leader: its pid names
+        // the group to kill.
+        let out = self
+            .exec(
+                &format!("echo $$ > {q}/pid; exec sh {q}/bench {q}"),
+                None,
+                Duration::from_secs(job.timeouts.run_secs),
+                cancel,
+            )
+            .await?;
+        if matches!(out.ending, Ending::TimedOut | Ending::Cancelled) {
+            let _ = self
+                .must(
+                    &format!("kill -KILL -- -$(cat {q}/pid) 2>/dev/null; true"),
+                    None,
+                )
+                .await;
+        }
+        log.push_str(&out.stderr);
+        let report = guest::parse(&out.stdout);
+        let mut environment = report.environment.clone();
+        environment.boot_method = Some(method);
+        environment.host.get_or_insert_with(|| self.target.clone());
+        let end = match out.ending {
+            Ending::Cancelled => RunEnd::Cancelled,
+            Ending::TimedOut => RunEnd::Ran {
+                ending: Ending::TimedOut,
+                results: None,
+            },
+            // ssh's own failure (255) with no report: the host went away mid-run.
+            _ if report.exit.is_none() => {
+                log.push_str(&format!(
+                    "\nperfbisect: the run ended without a report (ssh {})\n",
+                    out.describe()
+                ));
+                self.booted_sha = None;
+                RunEnd::Ran {
+                    ending: Ending::Signalled,
+                    results: None,
+                }
+            }
+            _ => RunEnd::Ran {
+                ending: Ending::Exited(report.exit.unwrap_or(-1)),
+                results: report.results.filter(|_| report.exit == Some(0)),
+            },
+        };
+        Ok(RunOutcome {
+            end,
+            log,
+            environment,
+        })
+    }
+}

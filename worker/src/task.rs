@@ -1,0 +1,315 @@
+//! One task: build each commit it measures (through the cache), deploy and run the
+//! benchmark the task's number of times (alternating commits for a paired task), parse and
+//! upload every run, complete. Runs already stored by an earlier holder are skipped.
+
+use crate::agent::Worker;
+use crate::build::{Attempt, Built};
+use crate::client::{ClientError, retry};
+use crate::deploy::{self, RunEnd, RunOutcome, RunRequest};
+use crate::exec::{self, Ending};
+use crate::note::CurrentTask;
+use anyhow::Context;
+use chrono::Utc;
+use perfbisect_metrics::Format;
+use perfbisect_wire::DeployKind;
+use perfbisect_wire::worker::{BuildReport, CompleteTask, RunUpload, TaskAssignment, TaskOutcome};
+use std::collections::HashSet;
+use tokio::sync::watch;
+
+/// Where shutdown stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    Running,
+    /// Finish the current run, then hand the task back.
+    AfterThisRun,
+    /// Stop the current run too.
+    Now,
+}
+
+/// How a task ended on this worker.
+#[derive(Debug)]
+pub enum Finish {
+    /// The server knows the outcome (completed, build failed, or the task was taken away).
+    Reported,
+    /// The server cancelled it (the bisect ended): nothing to report.
+    Cancelled,
+    /// Shutting down: give the rest back.
+    HandBack(String),
+}
+
+fn env_for(task: &TaskAssignment, sha: &str, iteration: Option<u32>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("PERFBISECT_TESTCASE".to_string(), task.job.testcase.clone()),
+        ("PERFBISECT_COMMIT".to_string(), sha.to_string()),
+    ];
+    for (k, v) in &task.job.params {
+        let value = match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        env.push((
+            format!("PERFBISECT_PARAM_{}", k.to_ascii_uppercase()),
+            value,
+        ));
+    }
+    if let Some(i) = iteration {
+        env.push(("PERFBISECT_RUN".to_string(), i.to_string()));
+    }
+    env
+}
+
+/// A 409 from the server: the task is no longer this host's.
+fn taken_away(e: &ClientError) -> bool {
+    matches!(e, ClientError::Refused { status, .. } if status.as_u16() == 409)
+}
+
+/// Turns `cancel` (the server's) and `shutdown` into one abort signal: the server's cancel,
+/// an immediate shutdown, or any shutdown while a build runs.
+fn abort_signal(
+    mut cancel: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<Shutdown>,
+    building: watch::Receiver<bool>,
+) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = watch::channel(false);
+    let handle = tokio::spawn(async move {
+        loop {
+            let s = *shutdown.borrow();
+            if *cancel.borrow()
+                || s == Shutdown::Now
+                || (s == Shutdown::AfterThisRun && *building.borrow())
+            {
+                let _ = tx.send(true);
+                return;
+            }
+            tokio::select! {
+                r = cancel.changed() => if r.is_err() { std::future::pending::<()>().await },
+                r = shutdown.changed() => if r.is_err() { std::future::pending::<()>().await },
+            }
+        }
+    });
+    (rx, handle)
+}
+
+pub async fn work(
+    w: &mut Worker,
+    task: &TaskAssignment,
+    cancel: watch::Receiver<bool>,
+    shutdown: watch::Receiver<Shutdown>,
+) -> anyhow::Result<Finish> {
+    let (building_tx, building_rx) = watch::channel(true);
+    let (mut abort, forwarder) = abort_signal(cancel.clone(), shutdown.clone(), building_rx);
+    let result = work_inner(w, task, &cancel, &shutdown, &building_tx, &mut abort).await;
+    forwarder.abort();
+    result
+}
+
+async fn work_inner(
+    w: &mut Worker,
+    task: &TaskAssignment,
+    cancel: &watch::Receiver<bool>,
+    shutdown: &watch::Receiver<Shutdown>,
+    building: &watch::Sender<bool>,
+    abort: &mut watch::Receiver<bool>,
+) -> anyhow::Result<Finish> {
+    let job = &task.job;
+    let stopped = |why: &str| -> Finish {
+        if *cancel.borrow() {
+            Finish::Cancelled
+        } else {
+            Finish::HandBack(why.to_string())
+        }
+    };
+    let note = |stage: String, sha: &str| CurrentTask {
+        task_id: task.task_id,
+        sha: sha.to_string(),
+        stage,
+        since: Utc::now(),
+    };
+    // The commits to measure: the task's, and for a paired task its pair, alternating.
+    let mut commits = vec![task.sha.clone()];
+    commits.extend(task.pair_sha.clone());
+    let mut entries = Vec::new();
+    for sha in &commits {
+        w.note
+            .write(&note(format!("build of {}", &sha[..12]), sha))?;
+        let Attempt { built, log, secs } = w
+            .builder
+            .build(task, sha, &env_for(task, sha, None), abort)
+            .await?;
+        let report = BuildReport {
+            sha: sha.clone(),
+            succeeded: matches!(built, Built::Ready { .. }),
+            cached: matches!(built, Built::Ready { cached: true, .. }),
+            duration_secs: secs,
+            log: log.clone(),
+        };
+        if !matches!(built, Built::Cancelled) {
+            match retry("report build", || {
+                w.client.report_build(task.task_id, &report)
+            })
+            .await
+            {
+                Ok(()) => {}
+                Err(e) if taken_away(&e) => return Ok(Finish::Reported),
+                Err(e) => tracing::warn!(error = %e, "could not upload the build log"),
+            }
+        }
+        match built {
+            Built::Ready { entry, .. } => entries.push(entry),
+            Built::Cancelled => return Ok(stopped("stopped during the build")),
+            Built::Failed { message, log } => {
+                return complete_untestable(w, task, sha, message, &log).await;
+            }
+        }
+    }
+    let _ = building.send(false);
+    // Evict now that every entry this task needs is known, so none of them goes.
+    let keep: Vec<_> = entries.iter().map(|e| e.dir.clone()).collect();
+    w.builder.cache.evict(&keep)?;
+
+    let format: Format = job
+        .run
+        .format
+        .parse()
+        .map_err(|e| anyhow::anyhow!("run.format: {e}"))?;
+    let sides = commits.len() as u32;
+    let total = task.runs * sides;
+    let done: HashSet<u32> = task.done_iterations.iter().copied().collect();
+    let mut booted: HashSet<String> = HashSet::new();
+    let scratch = w.config.work_dir.join("scratch");
+    for iteration in (0..total).filter(|i| !done.contains(i)) {
+        if *shutdown.borrow() != Shutdown::Running {
+            return Ok(stopped("worker shutting down"));
+        }
+        let side = (iteration % sides) as usize;
+        let (sha, entry) = (&commits[side], &entries[side]);
+        w.note.write(&note(
+            format!("run {} of {total} ({})", iteration + 1, &sha[..12]),
+            sha,
+        ))?;
+        let req = RunRequest {
+            job,
+            sha,
+            artifacts: &entry.dir,
+            env: env_for(task, sha, Some(iteration / sides)),
+        };
+        let started_at = Utc::now();
+        let outcome = run_once(w, &req, &scratch, abort).await?;
+        let finished_at = Utc::now();
+        let RunOutcome {
+            end,
+            mut log,
+            environment,
+        } = outcome;
+        let (completed, metrics) = match end {
+            RunEnd::Cancelled => return Ok(stopped("stopped during a run")),
+            RunEnd::BootFailed(reason) if !booted.contains(sha) => {
+                // The commit's kernel never came up on this host: untestable, as a build
+                // failure is.
+                tracing::warn!(sha, reason, "boot failed: commit untestable");
+                return complete_untestable(w, task, sha, format!("boot failed: {reason}"), &log)
+                    .await;
+            }
+            RunEnd::BootFailed(reason) => {
+                log.push_str(&format!("\nperfbisect: boot failed: {reason}\n"));
+                (false, Default::default())
+            }
+            RunEnd::Ran { ending, results } => {
+                booted.insert(sha.clone());
+                match (ending, results) {
+                    (Ending::Exited(0), Some(text)) => {
+                        match perfbisect_metrics::parse(format, &job.testcase, &text) {
+                            Ok(m) => (true, m),
+                            Err(e) => {
+                                // Output we cannot read is a run that did not complete, never a zero.
+                                log.push_str(&format!(
+                                    "\nperfbisect: cannot parse the results: {e}\n"
+                                ));
+                                (false, Default::default())
+                            }
+                        }
+                    }
+                    (ending, _) => {
+                        log.push_str(&format!(
+                            "\nperfbisect: benchmark {}\n",
+                            exec::describe(&ending)
+                        ));
+                        (false, Default::default())
+                    }
+                }
+            }
+        };
+        let upload = RunUpload {
+            iteration,
+            sha: Some(sha.clone()),
+            completed,
+            metrics,
+            log,
+            started_at,
+            finished_at,
+            environment,
+        };
+        match retry("upload run", || w.client.upload_run(task.task_id, &upload)).await {
+            Ok(()) => {}
+            Err(e) if taken_away(&e) => {
+                tracing::warn!(error = %e, "task taken away; stopping it");
+                return Ok(Finish::Reported);
+            }
+            Err(e) => return Err(e).context("uploading a run"),
+        }
+    }
+    let msg = CompleteTask {
+        outcome: TaskOutcome::Done,
+        message: None,
+        log_tail: None,
+        failed_sha: None,
+    };
+    match retry("complete", || w.client.complete(task.task_id, &msg)).await {
+        Ok(()) => Ok(Finish::Reported),
+        Err(e) if taken_away(&e) => Ok(Finish::Reported),
+        Err(e) => Err(e).context("completing the task"),
+    }
+}
+
+async fn run_once(
+    w: &mut Worker,
+    req: &RunRequest<'_>,
+    scratch: &std::path::Path,
+    abort: &mut watch::Receiver<bool>,
+) -> anyhow::Result<RunOutcome> {
+    let rootfs = w.config.rootfs_dir.clone();
+    Ok(match req.job.deploy.kind {
+        DeployKind::Local => deploy::local::run(req, &w.name, abort).await?,
+        DeployKind::Qemu => {
+            deploy::qemu::run(req, &w.config.qemu, rootfs.as_deref(), scratch, abort).await?
+        }
+        DeployKind::Ssh => {
+            let host = w.ssh.as_mut().ok_or_else(|| {
+                deploy::DeployError::NotConfigured(
+                    "a `deploy.kind: ssh` job needs --ssh-target".into(),
+                )
+            })?;
+            host.run(req, rootfs.as_deref(), scratch, abort).await?
+        }
+    })
+}
+
+async fn complete_untestable(
+    w: &Worker,
+    task: &TaskAssignment,
+    sha: &str,
+    message: String,
+    log: &str,
+) -> anyhow::Result<Finish> {
+    let msg = CompleteTask {
+        outcome: TaskOutcome::BuildFailed,
+        message: Some(message),
+        log_tail: Some(exec::tail(log, 40)),
+        failed_sha: Some(sha.to_string()),
+    };
+    match retry("complete", || w.client.complete(task.task_id, &msg)).await {
+        Ok(()) => Ok(Finish::Reported),
+        Err(e) if taken_away(&e) => Ok(Finish::Reported),
+        Err(e) => Err(e).context("reporting the untestable commit"),
+    }
+}
