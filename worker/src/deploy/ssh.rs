@@ -150,6 +150,8 @@ impl SshHost {
     ) -> Result<Option<String>, DeployError> {
         let job = req.job;
         self.booted_sha = None;
+        // The hooks run here.
+        std::fs::create_dir_all(scratch)?;
         let kernel = super::artifact(
             req.artifacts,
             job.deploy
@@ -166,7 +168,6 @@ impl SshHost {
         let remote_initrd = if pieces.is_empty() {
             None
         } else {
-            std::fs::create_dir_all(scratch)?;
             let local = scratch.join("initrd.cpio");
             super::write_initrd(&pieces, &[], &local)?;
             let remote = format!("{dir}/initrd");
