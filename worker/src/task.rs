@@ -301,10 +301,12 @@ async fn complete_untestable(
     message: String,
     log: &str,
 ) -> anyhow::Result<Finish> {
+    // The reason ends the tail: it is what the API shows for a skipped commit.
+    let log = format!("{log}\nperfbisect: {message}");
     let msg = CompleteTask {
         outcome: TaskOutcome::BuildFailed,
         message: Some(message),
-        log_tail: Some(exec::tail(log, 40)),
+        log_tail: Some(exec::tail(&log, 40)),
         failed_sha: Some(sha.to_string()),
     };
     match retry("complete", || w.client.complete(task.task_id, &msg)).await {

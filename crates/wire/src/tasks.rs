@@ -16,7 +16,8 @@ pub struct TaskSummary {
     pub phase: String,
     /// `queued`, `running`, `done`, `build_failed`, `failed` or `cancelled`.
     pub state: String,
-    pub runs: u32,
+    /// Runs asked for, per commit measured.
+    pub runs_requested: u32,
     pub attempts: u32,
     /// The host holding it (running) or that finished it.
     pub host: Option<String>,

@@ -57,7 +57,7 @@ impl TaskRow {
                 pair_sha: self.pair_sha,
                 phase: self.phase,
                 state: self.state,
-                runs: self.runs as u32,
+                runs_requested: self.runs as u32,
                 attempts: self.attempts as u32,
                 host: self.host,
                 message: self.message,
