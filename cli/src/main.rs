@@ -49,7 +49,7 @@ enum Cmd {
     /// Run the server.
     Server(perfbisect_server::ServerConfig),
     /// Run a worker.
-    Worker(perfbisect_worker::WorkerConfig),
+    Worker(Box<perfbisect_worker::WorkerConfig>),
     /// Register a repository (the server mirrors it).
     RepoAdd {
         name: String,
@@ -127,7 +127,7 @@ async fn main() {
         }
         Cmd::Worker(config) => {
             perfbisect_server::init_tracing();
-            perfbisect_worker::run(config).await
+            perfbisect_worker::run(*config).await
         }
         other => client(other).await,
     };
