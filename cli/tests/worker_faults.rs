@@ -17,8 +17,7 @@ fn example(lab: &Lab, seed: u64) -> ExampleRepo {
         seed,
         ..Default::default()
     };
-    let ex = example::generate(&lab.path().join(format!("ex-{seed}.git")), &opts).unwrap();
-    ex
+    example::generate(&lab.path().join(format!("ex-{seed}.git")), &opts).unwrap()
 }
 
 /// The example job with its build and run commands prefixed.
