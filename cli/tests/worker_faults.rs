@@ -339,3 +339,72 @@ async fn a_worker_restarted_mid_task_reports_it_and_the_task_runs_again() {
     assert_eq!(done.runs.len(), 5);
     lab.api.cancel(id).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_worker_frozen_past_its_lease_loses_the_task_and_writes_nothing_into_it() {
+    let lab = Lab::new().await;
+    let _server = lab.server(3).await;
+    let ex = example(&lab, 36);
+    let job = job("", "sleep 0.5; ", "");
+    let mut zombie = worker(&lab, "zombie", "local", &[], &[]);
+    let id = start(&lab, &ex, &job).await;
+    let first = eventually(
+        "the worker uploads a run",
+        Duration::from_secs(120),
+        || async {
+            let t = tasks(&lab, id).await.into_iter().next()?;
+            (!task(&lab, t.id).await.runs.is_empty()).then_some(t)
+        },
+    )
+    .await;
+    let pid = nix::unistd::Pid::from_raw(zombie.pid().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let _rescuer = worker(&lab, "rescuer", "local", &[], &[]);
+    // Its lease runs out; the task is handed to the other worker.
+    let taken = eventually(
+        "the task changes hands",
+        Duration::from_secs(120),
+        || async {
+            let d = task(&lab, first.id).await;
+            (d.task.host.as_deref() == Some("rescuer")).then_some(d)
+        },
+    )
+    .await;
+    let by_zombie = taken.runs.iter().filter(|r| r.host == "zombie").count();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let done = eventually(
+        "the rescuer finishes the task",
+        Duration::from_secs(120),
+        || async {
+            let d = task(&lab, first.id).await;
+            (d.task.state == "done").then_some(d)
+        },
+    )
+    .await;
+    assert_eq!(done.runs.len(), 5);
+    assert_eq!(
+        done.runs.iter().filter(|r| r.host == "zombie").count(),
+        by_zombie,
+        "the woken worker wrote into a task that was no longer its own: {:?}",
+        done.runs
+    );
+    eventually(
+        "the woken worker notices",
+        Duration::from_secs(60),
+        || async {
+            let log = lab.log("zombie");
+            (log.contains("task taken away") || log.contains("server cancelled the task"))
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        events(&lab, id)
+            .await
+            .iter()
+            .any(|(k, m)| k == "lease_expired" && m.contains(&format!("task {} ", first.id))),
+        "no lease expiry recorded"
+    );
+    lab.api.cancel(id).await.unwrap();
+    zombie.stop(Duration::from_secs(20));
+}
