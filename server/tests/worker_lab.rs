@@ -408,6 +408,42 @@ async fn an_interrupted_task_is_requeued_at_once_and_recorded() {
         .filter(|(k, m)| k == "interrupted" && m.contains("run 2 of 5") && m.contains("h1"))
         .collect();
     assert_eq!(interrupted.len(), 2, "{interrupted:?}");
+    // A task that ended before the worker forgot it has no interruption to tell.
+    let (s, again) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&token),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    let tid2 = again["task_id"].as_i64().unwrap();
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid2}/complete"),
+        Some(&token),
+        Some(json!({"outcome": "build_failed", "message": "build exited with status 2"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let before = events(&f, bisect).await.len();
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid2}/interrupted"),
+        Some(&token),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["requeued"], json!(false));
+    assert_eq!(
+        events(&f, bisect).await.len(),
+        before,
+        "an ended task got an interruption event"
+    );
     let (s, _) = call(
         &f,
         "POST",

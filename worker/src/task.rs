@@ -58,6 +58,21 @@ fn env_for(task: &TaskAssignment, sha: &str, iteration: Option<u32>) -> Vec<(Str
     env
 }
 
+/// How much of a build log is uploaded: its end, where the errors are.
+const BUILD_LOG_UPLOAD_BYTES: usize = 256 << 10;
+
+/// The last `max` bytes of `s`, cut at a character boundary.
+fn tail_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
 /// A 409 from the server: the task is no longer this host's.
 fn taken_away(e: &ClientError) -> bool {
     matches!(e, ClientError::Refused { status, .. } if status.as_u16() == 409)
@@ -141,7 +156,8 @@ async fn work_inner(
             succeeded: matches!(built, Built::Ready { .. }),
             cached: matches!(built, Built::Ready { cached: true, .. }),
             duration_secs: secs,
-            log: log.clone(),
+            // The server keeps the end of a log (where errors are); the cache keeps it all.
+            log: tail_bytes(&log, BUILD_LOG_UPLOAD_BYTES).to_string(),
         };
         if !matches!(built, Built::Cancelled) {
             match retry("report build", || {

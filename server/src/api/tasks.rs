@@ -308,28 +308,33 @@ async fn interrupted(
     .bind(req.message.as_deref().unwrap_or("worker restarted"))
     .fetch_optional(&state.db)
     .await?;
-    let bisect = match &requeued {
-        Some((bisect, _)) => *bisect,
-        None => sqlx::query_scalar("SELECT bisect_id FROM tasks WHERE id = $1")
+    let (bisect, task_state): (i64, String) = match &requeued {
+        Some((bisect, new_state)) => (*bisect, new_state.clone()),
+        None => sqlx::query_as("SELECT bisect_id, state FROM tasks WHERE id = $1")
             .bind(id)
             .fetch_optional(&state.db)
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?,
     };
-    let what = match &requeued {
-        Some((_, new_state)) => format!("now {new_state}"),
-        None => "already handed back to the queue".to_string(),
-    };
-    crate::scheduler::event(
-        &state.db,
-        bisect,
-        "interrupted",
-        &format!(
-            "task {id} was interrupted on host {name} ({}); {what}",
-            req.message.as_deref().unwrap_or("worker restarted")
-        ),
-    )
-    .await?;
+    // A task that ended (the worker died after completing it, before forgetting it) has no
+    // interruption to tell.
+    let ended = requeued.is_none() && !matches!(task_state.as_str(), "queued" | "running");
+    if !ended {
+        let what = match &requeued {
+            Some(_) => format!("now {task_state}"),
+            None => "already handed back to the queue".to_string(),
+        };
+        crate::scheduler::event(
+            &state.db,
+            bisect,
+            "interrupted",
+            &format!(
+                "task {id} was interrupted on host {name} ({}); {what}",
+                req.message.as_deref().unwrap_or("worker restarted")
+            ),
+        )
+        .await?;
+    }
     if requeued.is_some() {
         crate::queue::notify_queued(&state.db).await?;
         crate::scheduler::advance(&state, bisect)
