@@ -1,8 +1,8 @@
 //! The kernel recipe on a real kernel tree: Debian's `linux-source-6.1` with a tiny config
 //! (the stored kconfig is `make tinyconfig`'s output; the job pins what booting under qemu
 //! needs), `make olddefconfig`, bzImage; then the built kernel is booted under qemu with a
-//! busybox initramfs and runs a benchmark. An incremental rebuild after a one-line change
-//! reuses the object tree.
+//! busybox initramfs and runs a benchmark. An incremental rebuild after a one-line config
+//! change reuses the object tree.
 //!
 //! Opt-in (about 2 minutes on 2 cores, plus 1 minute to unpack the tree once):
 //!
