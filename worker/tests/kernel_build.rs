@@ -150,14 +150,15 @@ async fn the_kernel_recipe_builds_a_real_tree_that_boots_and_runs_the_job() {
         Some(release.trim())
     );
 
-    // Another pinned option: olddefconfig again, an incremental build in the same object tree.
+    // Another pinned option: olddefconfig again, an incremental build in the same object
+    // tree, and a release that says so.
     let mut changed = job.clone();
-    changed.build.config.push("CONFIG_HZ_100=y".into());
+    changed
+        .build
+        .config
+        .push("CONFIG_LOCALVERSION=\"-pb\"".into());
     let out2 = tmp.path().join("out2");
     build(&changed, &kconfig, &src, &obj, &out2).await;
-    assert!(
-        std::fs::read_to_string(out2.join("config"))
-            .unwrap()
-            .contains("CONFIG_HZ_100=y")
-    );
+    let release2 = std::fs::read_to_string(out2.join("kernel.release")).unwrap();
+    assert_eq!(release2.trim(), format!("{}-pb", release.trim()));
 }
