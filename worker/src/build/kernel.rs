@@ -177,3 +177,40 @@ pub async fn build(
     )
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobSpec {
+        JobSpec::from_yaml(
+            "testcase: t\ntbox_group: vm\nkconfig: base\ncompiler: gcc-12\nbuild:\n  kind: kernel\n  config: ['CONFIG_HZ_100=y', '# CONFIG_KASAN is not set']\ndeploy: {kind: qemu}\nrun: {command: 'true'}\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn pinned_options_come_after_the_stored_config_so_they_win() {
+        let text = dot_config("CONFIG_HZ_250=y\nCONFIG_KASAN=y\n\n", &job());
+        assert_eq!(
+            text,
+            "CONFIG_HZ_250=y\nCONFIG_KASAN=y\nCONFIG_HZ_100=y\n# CONFIG_KASAN is not set\n"
+        );
+    }
+
+    #[test]
+    fn the_recipe_builds_out_of_tree_with_the_job_s_compiler() {
+        let plain = script(&job(), 8, false);
+        assert!(
+            plain.contains("O=$OBJ ARCH=x86_64 CC='gcc-12' HOSTCC='gcc-12'"),
+            "{plain}"
+        );
+        assert!(plain.contains("-j8 bzImage"), "{plain}");
+        assert!(plain.contains("olddefconfig"));
+        let cached = script(&job(), 8, true);
+        assert!(
+            cached.contains("CC='ccache gcc-12' HOSTCC='gcc-12'"),
+            "{cached}"
+        );
+    }
+}
