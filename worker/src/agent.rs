@@ -11,6 +11,7 @@ use crate::build::Builder;
 use crate::cache::Cache;
 use crate::checkout::Workspace;
 use crate::client::{Client, retry};
+use crate::deploy::DeployError;
 use crate::deploy::ssh::SshHost;
 use crate::note::TaskNote;
 use crate::task::{self, Finish, Shutdown};
@@ -123,8 +124,21 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         };
         let span = tracing::info_span!("task", task = task.task_id, bisect = task.bisect_id, sha = %&task.sha[..12]);
         let _enter = span.enter();
-        handle(&mut ctx, &task, heartbeat, shutdown_rx.clone()).await;
+        let host_down = handle(&mut ctx, &task, heartbeat, shutdown_rx.clone()).await;
         done += 1;
+        if host_down {
+            // The task went back to the queue for the group's other hosts; this one waits
+            // for its host to be repaired instead of failing every task it claims.
+            let pause = Duration::from_secs(ctx.config.host_down_pause_secs);
+            tracing::warn!(
+                secs = pause.as_secs(),
+                "test host down: pausing before the next claim"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown_rx.changed() => {}
+            }
+        }
         if ctx.config.max_tasks > 0 && done >= ctx.config.max_tasks {
             break;
         }
@@ -160,12 +174,13 @@ async fn report_interrupted(client: &Client, note: &TaskNote) {
 }
 
 /// Works one task with a heartbeat alongside; never panics the loop on a task's failure.
+/// True when the task failed because the test host is down.
 async fn handle(
     ctx: &mut Worker,
     task: &TaskAssignment,
     heartbeat: Duration,
     shutdown: watch::Receiver<Shutdown>,
-) {
+) -> bool {
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let hb_client = ctx.client.clone();
     let task_id = task.task_id;
@@ -185,6 +200,13 @@ async fn handle(
     });
     let result = task::work(ctx, task, cancel_rx, shutdown).await;
     beat.abort();
+    let host_down = matches!(
+        result
+            .as_ref()
+            .err()
+            .and_then(|e| e.downcast_ref::<DeployError>()),
+        Some(DeployError::HostDown(_))
+    );
     let finish = match result {
         Ok(finish) => finish,
         Err(e) => {
@@ -213,4 +235,5 @@ async fn handle(
     if let Err(e) = ctx.note.clear() {
         tracing::warn!(error = %e, "clearing the task note");
     }
+    host_down
 }

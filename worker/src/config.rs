@@ -49,6 +49,10 @@ pub struct WorkerConfig {
     /// Do not use ccache for kernel builds even when it is installed.
     #[arg(long, env = "PERFBISECT_NO_CCACHE")]
     pub no_ccache: bool,
+    /// After a task failed because the test host is down (it did not come back even after
+    /// a power cycle), wait this long before claiming again.
+    #[arg(long, env = "PERFBISECT_HOST_DOWN_PAUSE_SECS", default_value_t = 300)]
+    pub host_down_pause_secs: u64,
     /// Where named root filesystems (a job's `rootfs`) are, for `deploy.kind: qemu` and `ssh`.
     #[arg(long, env = "PERFBISECT_ROOTFS_DIR")]
     pub rootfs_dir: Option<PathBuf>,
