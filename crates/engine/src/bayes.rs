@@ -32,12 +32,22 @@ use std::fmt::Write;
 
 /// Prior probability that the range holds no change at all.
 const NO_CHANGE_PRIOR: f64 = 0.2;
-/// Degrees of freedom of the Student-t robustness weights.
-const NU: f64 = 4.0;
+fn knob(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 /// Each endpoint is topped up to at least this share of all samples while searching.
-const ENDPOINT_SHARE: f64 = 0.1;
+const ENDPOINT_SHARE: f64 = 0.12;
+/// An endpoint is measured when its side holds less than this fraction of the other's
+/// samples and fewer than `SIDE_PRECISION / d²` (d: the change in noise units).
+const BALANCE: f64 = 0.5;
+const SIDE_PRECISION: f64 = 0.0;
+/// "No change" ends the bisect at probability 1 − this × (1 − confidence) (0.95 for 0.99).
+const NOT_REPRODUCED_FACTOR: f64 = 5.0;
 /// One-sided level of the paired test that verifies the culprit against its parent.
-const VERIFY_ALPHA: f64 = 0.05;
+const VERIFY_ALPHA: f64 = 0.1;
 
 /// The engine's belief after the evidence.
 #[derive(Debug, Clone)]
@@ -54,6 +64,8 @@ pub(crate) struct Belief {
     pub noise: f64,
     /// Samples used.
     pub samples: usize,
+    /// Tail index of the noise model chosen (Student-t degrees of freedom; None: Gaussian).
+    pub tail: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -115,37 +127,35 @@ impl Stats {
 /// One component of the prior on δ (relative units): weight, mean, standard deviation.
 type Component = (f64, f64, f64);
 
+/// The prior on the relative change δ under "there is a change".
+///
+/// Non-local: normals centred at ±1%, ±2%, ... ±32% with a third of that as standard
+/// deviation, so the prior covers 0.5%–45% in both directions but puts almost no mass near
+/// zero. A range without change then gathers evidence for "no change" exponentially fast
+/// instead of at the √n rate of a prior that allows arbitrarily small changes; changes
+/// below about half a percent count as "no change" (not worth a bisect). A direction keeps
+/// one sign; a magnitude m adds ±m (sd m/2.5) with 80% of the weight.
 fn delta_prior(settings: &Settings) -> Vec<Component> {
-    let sign = match settings.direction {
-        Some(Direction::Increase) => Some(1.0),
-        Some(Direction::Decrease) => Some(-1.0),
-        None => None,
+    let signs: &[f64] = match settings.direction {
+        Some(Direction::Increase) => &[1.0],
+        Some(Direction::Decrease) => &[-1.0],
+        None => &[1.0, -1.0],
     };
-    let broad: Vec<Component> = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32]
-        .iter()
-        .map(|&tau| match sign {
-            // A direction without a magnitude: normals centred at ±τ, mostly on one side.
-            Some(s) => (1.0, s * tau, tau / 1.5),
-            None => (1.0, 0.0, tau),
-        })
-        .collect();
+    let scales = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32];
+    let k = (scales.len() * signs.len()) as f64;
+    let broad = |weight: f64| {
+        scales
+            .iter()
+            .flat_map(move |&tau| signs.iter().map(move |&s| (weight / k, s * tau, tau / 3.0)))
+    };
     match settings.magnitude.filter(|m| m.is_finite() && *m != 0.0) {
-        None => broad,
+        None => broad(1.0).collect(),
         Some(m) => {
-            // The user's magnitude (with its sign if no direction) carries 80%, both signs
-            // when the direction is unknown; the broad mixture keeps 20% for surprises.
             let m = m.abs();
-            let mut out = Vec::new();
-            match sign {
-                Some(s) => out.push((0.8, s * m, m / 2.0)),
-                None => {
-                    out.push((0.4, m, m / 2.0));
-                    out.push((0.4, -m, m / 2.0));
-                }
-            }
-            let k = broad.len() as f64;
-            out.extend(broad.into_iter().map(|(_, mu, sd)| (0.2 / k, mu, sd)));
-            out
+            let hint = signs
+                .iter()
+                .map(|&s| (0.8 / signs.len() as f64, s * m, m / 2.5));
+            hint.chain(broad(0.2)).collect()
         }
     }
 }
@@ -170,68 +180,133 @@ fn log_sum_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
     m + xs.map(|x| (x - m).exp()).sum::<f64>().ln()
 }
 
-/// Robustness weights for every sample of every point (same shape as `zs`) and the t scale.
+/// Log-likelihood of residuals `r` under Student-t with `nu` degrees of freedom (None:
+/// Gaussian), with the scale fitted by EM; returns it with the scale.
+fn fit_scale(r: &[f64], nu: Option<f64>, start: f64) -> (f64, f64) {
+    let n = r.len() as f64;
+    let mut s2 = start * start;
+    match nu {
+        None => {
+            s2 = (r.iter().map(|x| x * x).sum::<f64>() / n).max(1e-300);
+            let ll = -0.5 * n * (2.0 * std::f64::consts::PI * s2).ln() - 0.5 * n;
+            (ll, s2.sqrt())
+        }
+        Some(nu) => {
+            for _ in 0..50 {
+                let acc: f64 = r
+                    .iter()
+                    .map(|x| (nu + 1.0) / (nu + x * x / s2) * x * x)
+                    .sum();
+                let next = (acc / n).max(s2 * 1e-6);
+                let done = (next - s2).abs() <= 1e-7 * s2;
+                s2 = next;
+                if done {
+                    break;
+                }
+            }
+            use statrs::function::gamma::ln_gamma;
+            let c = ln_gamma((nu + 1.0) / 2.0)
+                - ln_gamma(nu / 2.0)
+                - 0.5 * (nu * std::f64::consts::PI).ln()
+                - 0.5 * s2.ln();
+            let ll: f64 = r
+                .iter()
+                .map(|x| c - (nu + 1.0) / 2.0 * (1.0 + x * x / (nu * s2)).ln())
+                .sum();
+            (ll, s2.sqrt())
+        }
+    }
+}
+
+/// Robustness weights for every sample of every point (same shape as `zs`), the scale of
+/// the noise, and the tail index chosen (None: Gaussian).
+///
+/// Residuals are taken from the median of the point's other samples (points with three or
+/// more), else from the nearer endpoint median. The noise shape is chosen among Student-t
+/// with 3, 5 and 10 degrees of freedom and the Gaussian by likelihood, so Gaussian noise
+/// keeps weights of 1 (and the exact conjugate model) while heavy tails are down-weighted
+/// the way the t model would.
 fn robust_weights(
     zs: &[Vec<f64>],
     good: Option<usize>,
     bad: Option<usize>,
-) -> (Vec<Vec<f64>>, f64) {
+) -> (Vec<Vec<f64>>, f64, Option<f64>) {
     let endpoint_median = |i: Option<usize>| {
         i.filter(|&i| !zs[i].is_empty())
             .map(|i| median(&mut zs[i].clone()))
     };
     let (mg, mb) = (endpoint_median(good), endpoint_median(bad));
     let mut residuals: Vec<Vec<f64>> = Vec::with_capacity(zs.len());
+    let mut fit: Vec<f64> = Vec::new();
     for v in zs {
-        let own = if v.len() >= 3 {
-            Some(median(&mut v.clone()))
-        } else {
-            None
-        };
-        residuals.push(
-            v.iter()
-                .map(|&z| {
-                    let reference = own.unwrap_or_else(|| match (mg, mb) {
-                        (Some(a), Some(b)) => {
-                            if (z - a).abs() <= (z - b).abs() {
-                                a
-                            } else {
-                                b
-                            }
-                        }
-                        (Some(a), None) | (None, Some(a)) => a,
-                        (None, None) => 0.0,
-                    });
-                    z - reference
+        if v.len() >= 3 {
+            let mut others = Vec::with_capacity(v.len() - 1);
+            let r: Vec<f64> = (0..v.len())
+                .map(|i| {
+                    others.clear();
+                    others.extend(
+                        v.iter()
+                            .enumerate()
+                            .filter(|&(j, _)| j != i)
+                            .map(|(_, &x)| x),
+                    );
+                    v[i] - median(&mut others)
                 })
-                .collect(),
-        );
-    }
-    let mut all: Vec<f64> = residuals.iter().flatten().map(|r| r.abs()).collect();
-    let count = all.len().max(1) as f64;
-    let mut s2 = (1.4826 * median(&mut all)).powi(2);
-    if s2 <= 0.0 || !s2.is_finite() {
-        // Identical samples: keep every weight at 1.
-        return (zs.iter().map(|v| vec![1.0; v.len()]).collect(), 0.0);
-    }
-    for _ in 0..30 {
-        let mut acc = 0.0;
-        for r in residuals.iter().flatten() {
-            let lambda = (NU + 1.0) / (NU + r * r / s2);
-            acc += lambda * r * r;
-        }
-        let next = (acc / count).max(s2 * 1e-6);
-        let done = (next - s2).abs() <= 1e-9 * s2;
-        s2 = next;
-        if done {
-            break;
+                .collect();
+            fit.extend(&r);
+            residuals.push(r);
+        } else {
+            residuals.push(
+                v.iter()
+                    .map(|&z| {
+                        let reference = match (mg, mb) {
+                            (Some(a), Some(b)) if (z - a).abs() > (z - b).abs() => b,
+                            (Some(a), _) | (None, Some(a)) => a,
+                            (None, None) => 0.0,
+                        };
+                        z - reference
+                    })
+                    .collect(),
+            );
         }
     }
+    if fit.len() < 12 {
+        fit = residuals.iter().flatten().copied().collect();
+    }
+    let mut abs: Vec<f64> = fit.iter().map(|r| r.abs()).collect();
+    let mad = 1.4826 * median(&mut abs);
+    let ones = || zs.iter().map(|v| vec![1.0; v.len()]).collect();
+    if mad <= 0.0 || !mad.is_finite() {
+        // Identical samples (a deterministic metric): every weight 1.
+        let rms = (fit.iter().map(|x| x * x).sum::<f64>() / fit.len().max(1) as f64).sqrt();
+        return (ones(), rms, None);
+    }
+    let choices: &[Option<f64>] = if fit.len() >= 20 {
+        &[None, Some(10.0), Some(5.0), Some(3.0)]
+    } else {
+        &[Some(10.0)]
+    };
+    let forced = knob("PB_NU", 0.0);
+    let (mut nu, mut best, mut scale) = (None, f64::NEG_INFINITY, mad);
+    for &c in choices {
+        let (ll, sc) = fit_scale(&fit, c, mad);
+        if ll > best {
+            (nu, best, scale) = (c, ll, sc);
+        }
+    }
+    if forced > 0.0 {
+        nu = if forced >= 1000.0 { None } else { Some(forced) };
+        scale = fit_scale(&fit, nu, mad).1;
+    }
+    let Some(nu) = nu else {
+        return (ones(), scale, None);
+    };
+    let s2 = scale * scale;
     let weights = residuals
         .iter()
-        .map(|v| v.iter().map(|r| (NU + 1.0) / (NU + r * r / s2)).collect())
+        .map(|v| v.iter().map(|r| (nu + 1.0) / (nu + r * r / s2)).collect())
         .collect();
-    (weights, s2.sqrt())
+    (weights, scale, Some(nu))
 }
 
 /// The posterior. `allowed` masks the candidates that may be the culprit.
@@ -279,7 +354,7 @@ pub(crate) fn belief(
     let bad_i = points
         .iter()
         .position(|&p| p == Point::Candidate(graph.bad()));
-    let (weights, scale) = robust_weights(&zs, good_i, bad_i);
+    let (weights, scale, tail) = robust_weights(&zs, good_i, bad_i);
     let stats: Vec<Stats> = zs
         .iter()
         .zip(&weights)
@@ -388,6 +463,36 @@ pub(crate) fn belief(
     let p: Vec<f64> = log_post.iter().map(|&l| (l - z).exp()).collect();
     let no_change = (log0 - z).exp();
     let bad = graph.weights(&vec![true; n], &p);
+    if std::env::var("PB_DEBUG").is_ok() {
+        let mut mass = vec![0.0; sig_rows.len()];
+        let mut members = vec![0usize; sig_rows.len()];
+        for c in 0..n {
+            mass[sig_of[c] as usize] += p[c];
+            members[sig_of[c] as usize] += 1;
+        }
+        let mut order: Vec<usize> = (0..sig_rows.len()).collect();
+        order.sort_by(|&a, &b| mass[b].total_cmp(&mass[a]));
+        eprintln!(
+            "  p0 {no_change:.4} scale {scale:.4} sigs {}",
+            sig_rows.len()
+        );
+        for &i in order.iter().take(6) {
+            let (g, b) = sig_stats[i];
+            eprintln!(
+                "  sig {i}: mass {:.4} members {} first c{} logml {:.2} G n{} w{:.1} m{:.4} B n{} w{:.1} m{:.4}",
+                mass[i],
+                members[i],
+                sig_rows[i],
+                log_ml[i] - log_ml0,
+                g.n,
+                g.w,
+                g.us / g.n,
+                b.n,
+                b.w,
+                b.us / b.n
+            );
+        }
+    }
 
     // Estimates under the most probable hypothesis, for explanations and run counts.
     let map = (0..n)
@@ -408,6 +513,7 @@ pub(crate) fn belief(
         change,
         noise,
         samples,
+        tail,
     }
 }
 
@@ -443,10 +549,14 @@ fn short(graph: &CandidateGraph, c: usize) -> String {
 
 fn describe(graph: &CandidateGraph, b: &Belief) -> String {
     let mut s = format!(
-        "P(no change) {:.4}; change {:+.2}% with noise {:.2}% over {} samples; top:",
+        "P(no change) {:.4}; change {:+.2}% with noise {:.2}% ({}) over {} samples; top:",
         b.no_change,
         100.0 * b.change,
         100.0 * b.noise,
+        match b.tail {
+            None => "gaussian".to_string(),
+            Some(nu) => format!("student-t {nu}"),
+        },
         b.samples
     );
     for (c, p) in smallest_set(&b.p, 0.99, 5) {
@@ -490,7 +600,7 @@ fn verify_pairs(b: &Belief) -> usize {
     } else {
         10.0
     };
-    let need = (2.0 * (1.645f64 + 0.842).powi(2) / (d * d).max(1e-6)).ceil();
+    let need = (2.0 * (1.645f64 + knob("PB_VPOW", 0.842)).powi(2) / (d * d).max(1e-6)).ceil();
     need.clamp(3.0, 60.0) as usize
 }
 
@@ -577,7 +687,10 @@ pub(crate) fn decide(
         )
     };
 
-    if b.no_change >= conf {
+    // "No change" may end the bisect at a lower bar than a culprit: stopping early here costs
+    // a missed change at worst, never a wrong culprit (the simulator checks the rate).
+    let not_reproduced_at = (1.0 - knob("PB_NRF", NOT_REPRODUCED_FACTOR) * (1.0 - conf)).max(0.9);
+    if b.no_change >= not_reproduced_at {
         let reason = format!("no change between the endpoints: {}", describe(graph, &b));
         return done(Outcome::NotReproduced { reason });
     }
@@ -649,7 +762,7 @@ pub(crate) fn decide(
             },
             p_value
         );
-        if pairs.len() >= need && p_value < VERIFY_ALPHA {
+        if pairs.len() >= 3 && p_value < knob("PB_VA", VERIFY_ALPHA) {
             return done(Outcome::Found {
                 culprit: k,
                 confidence: pk,
@@ -674,14 +787,11 @@ pub(crate) fn decide(
                 assessments,
             );
         }
-        let runs = if pairs.len() < need {
-            need - pairs.len()
-        } else {
-            need.div_ceil(2)
-        } as u32;
+        // In chunks, checking after each: most changes verify long before `need` pairs.
+        let chunk = (need as f64 * knob("PB_VCHUNK", 0.34)).ceil().max(3.0) as u32;
         let request = Request {
             point: Point::Candidate(k),
-            runs: runs.min(4 * rpr),
+            runs: chunk.min(2 * rpr),
             pair_with: Some(parent),
         };
         let why = format!(
@@ -728,17 +838,38 @@ pub(crate) fn decide(
     } else {
         10.0
     };
-    let runs = ((1.5 / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr);
+    let runs = ((knob("PB_RZ", 1.0) / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr);
     let mut requests: Vec<Request> = Vec::new();
+    // Keep both sides measured: the change is only as well known as the level of the side
+    // with fewer samples, so top up the endpoint of a side that falls behind.
     let total = (spent + in_flight) as f64;
-    for p in endpoints {
+    let cand_mass = (1.0 - b.no_change).max(1e-300);
+    let (mut side_good, mut side_bad) = (0.0, 0.0);
+    for (&p, s) in &ev.samples {
+        let k = s.len() as f64 + pending_at(p) as f64;
+        let bad = match p {
+            Point::Good => 0.0,
+            Point::Candidate(c) if c < n => (b.bad[c] / cand_mass).min(1.0),
+            Point::Candidate(_) => continue,
+        };
+        side_good += k * (1.0 - bad);
+        side_bad += k * bad;
+    }
+    // Enough samples on a side to know its level to a quarter of the change.
+    let side_need = knob("PB_KAPPA", SIDE_PRECISION) / (d * d).max(1e-6);
+    let balance = knob("PB_BAL", BALANCE);
+    for (p, mine, other) in [
+        (Point::Good, side_good, side_bad),
+        (bad_point, side_bad, side_good),
+    ] {
         let have = n_end(p) as f64 + pending_at(p) as f64;
-        if have < ENDPOINT_SHARE * total && pending_at(p) == 0 && requests.len() < idle {
+        let behind = (mine < side_need && mine < balance * other)
+            || have < knob("PB_END", ENDPOINT_SHARE) * total;
+        if behind && pending_at(p) == 0 && requests.len() < idle {
             requests.push(Request::new(p, runs));
         }
     }
     let slots = idle - requests.len();
-    let cand_mass = (1.0 - b.no_change).max(1e-300);
     let f = |c: usize| b.bad[c] / cand_mass;
     // Pending measurements already cover some quantiles.
     let mut busy: Vec<f64> = Vec::new();
