@@ -52,7 +52,7 @@ async fn a_bisect_submitted_through_the_form_ends_with_the_planted_culprit() {
     // Slower runs, so that the hosts and queue pages catch the workers at work.
     c.execute(
         "const job = document.getElementById('job');
-         job.value = job.value.replace('command: ./bench', 'command: sleep 0.3 && ./bench');",
+         job.value = job.value.replace('command: ./bench', 'command: sleep 0.5 && ./bench');",
         vec![],
     )
     .await
@@ -76,19 +76,9 @@ async fn a_bisect_submitted_through_the_form_ends_with_the_planted_culprit() {
         .await
         .unwrap();
     let first_runs = runs_on_page(c).await;
-    wait_js(
-        c,
-        &format!(
-            "return window.notReloaded && Number(document.getElementById('runs').dataset.runs) >= {} && true;",
-            first_runs + 10
-        ),
-        Duration::from_secs(300),
-        "the run count on the page to grow",
-    )
-    .await;
 
-    // Meanwhile, in another tab: the hosts page lists both workers, one of them busy with
-    // this bisect, and the queue shows its tasks.
+    // Meanwhile, in another tab, while the bisect has work to do: the hosts page lists both
+    // workers, one of them busy with this bisect, and the queue shows its tasks.
     let tab = c.new_window(true).await.unwrap();
     c.switch_to_window(tab.handle).await.unwrap();
     c.goto(&lab.url("/hosts")).await.unwrap();
@@ -118,6 +108,18 @@ async fn a_bisect_submitted_through_the_form_ends_with_the_planted_culprit() {
     browser.screenshots("queue").await;
     c.close_window().await.unwrap();
     c.switch_to_window(detail_tab).await.unwrap();
+
+    wait_js(
+        c,
+        &format!(
+            "return window.notReloaded && Number(document.getElementById('runs').dataset.runs) >= {} && true;",
+            first_runs + 10
+        ),
+        Duration::from_secs(300),
+        "the run count on the page to grow",
+    )
+    .await;
+    browser.screenshots("bisect-running").await;
 
     // The same page, never reloaded, ends with the planted culprit.
     let status = wait_js(

@@ -18,8 +18,9 @@ use std::collections::HashMap;
 const POLL_MS: u32 = 2000;
 /// Most recent lines of the bisect's story shown.
 const EVENTS_SHOWN: i64 = 12;
-/// Most candidates listed by probability.
+/// Most candidates listed by probability, and the least probability worth listing.
 const TOP_SHOWN: usize = 10;
+const TOP_MIN_P: f64 = 0.001;
 
 pub struct CommitRow {
     pub sha: String,
@@ -294,7 +295,7 @@ async fn top_candidates(
 ) -> Result<Vec<CandidateRow>, PageError> {
     let mut ranked: Vec<(&str, f64)> = assessed
         .iter()
-        .filter_map(|(sha, (_, p))| p.filter(|p| *p > 0.0).map(|p| (*sha, p)))
+        .filter_map(|(sha, (_, p))| p.filter(|p| *p >= TOP_MIN_P).map(|p| (*sha, p)))
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
     ranked.truncate(TOP_SHOWN);

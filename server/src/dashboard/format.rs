@@ -21,11 +21,15 @@ pub fn pct_stddev(mean: Option<f64>, stddev: Option<f64>) -> String {
     }
 }
 
-/// A probability as a percentage that never rounds a real chance to zero.
+/// A probability as a percentage that never rounds a real chance to zero, nor a confidence
+/// short of certainty to 100%.
 pub fn probability(p: f64) -> String {
     let pct = 100.0 * p;
     if pct > 0.0 && pct < 0.1 {
         "<0.1%".into()
+    } else if (99.9..100.0).contains(&pct) {
+        let s = format!("{pct:.2}%");
+        if s == "100.00%" { ">99.99%".into() } else { s }
     } else {
         format!("{pct:.1}%")
     }
@@ -100,6 +104,9 @@ mod tests {
         assert_eq!(probability(0.99312), "99.3%");
         assert_eq!(probability(0.0002), "<0.1%");
         assert_eq!(probability(0.0), "0.0%");
+        assert_eq!(probability(0.9995), "99.95%");
+        assert_eq!(probability(0.99999), ">99.99%");
+        assert_eq!(probability(1.0), "100.0%");
         assert_eq!(short_sha("0123456789abcdef"), "0123456789ab");
         assert_eq!(short_sha("abc"), "abc");
     }
