@@ -183,6 +183,34 @@
     document.getElementById('cancel-hint').hidden = !(running && !getToken());
   }
 
+  // What a reader did inside the live part survives its replacement: open "why skipped"
+  // boxes, tables scrolled sideways (phones), and keyboard focus. Read before, applied after
+  // the swap (scroll offsets only hold once the element is laid out).
+  var FOCUSABLE = 'a[href], button, summary, [tabindex]';
+  var WRAPS = '.table-wrap, .plot-wrap';
+  function readerState(current) {
+    var open = [];
+    current.querySelectorAll('details[open]').forEach(function (d) {
+      var row = d.closest('tr[id]');
+      if (row) { open.push(row.id); }
+    });
+    var scrolls = Array.prototype.map.call(current.querySelectorAll(WRAPS), function (w) { return w.scrollLeft; });
+    var focused = document.activeElement;
+    var focus = focused && current.contains(focused)
+      ? Array.prototype.indexOf.call(current.querySelectorAll(FOCUSABLE), focused) : -1;
+    return function restore(fresh) {
+      open.forEach(function (id) {
+        var d = fresh.querySelector('tr[id="' + id + '"] details');
+        if (d) { d.open = true; }
+      });
+      fresh.querySelectorAll(WRAPS).forEach(function (w, i) {
+        if (scrolls[i]) { w.scrollLeft = scrolls[i]; }
+      });
+      var twin = focus >= 0 && fresh.querySelectorAll(FOCUSABLE)[focus];
+      if (twin) { twin.focus({ preventScroll: true }); }
+    };
+  }
+
   function initLive() {
     var live = document.getElementById('live');
     if (!live) { return; }
@@ -211,7 +239,9 @@
             current.querySelector('#status').dataset.status !== fresh.querySelector('#status').dataset.status) {
           announce.textContent = fresh.dataset.announce;
         }
+        var restore = readerState(current);
         current.replaceWith(fresh);
+        restore(fresh);
         failures = 0;
         lost.hidden = true;
         updateActions();
