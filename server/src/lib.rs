@@ -6,6 +6,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod dashboard;
 pub mod db;
 pub mod error;
 pub mod git;

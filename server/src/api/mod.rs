@@ -5,6 +5,8 @@ mod bisects;
 mod repositories;
 mod workers;
 
+pub(crate) use bisects::load_bisect;
+
 use crate::AppState;
 use crate::error::ApiError;
 use axum::Router;
@@ -33,6 +35,7 @@ pub fn router(state: AppState) -> Router {
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
         .merge(api)
+        .merge(crate::dashboard::routes())
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .with_state(state)
