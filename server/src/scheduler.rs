@@ -14,8 +14,9 @@ use sqlx::PgPool;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Hosts seen within this window count as alive for scheduling.
-const LIVE_HOST_WINDOW_SECS: f64 = 120.0;
+/// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
+/// dashboard). Idle workers long-poll well within it, busy ones heartbeat.
+pub const LIVE_HOST_WINDOW_SECS: i64 = 120;
 
 #[derive(sqlx::FromRow)]
 struct BisectRow {
@@ -253,7 +254,7 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
     )
     .bind(bisect)
     .bind(&row.tbox_group)
-    .bind(LIVE_HOST_WINDOW_SECS)
+    .bind(LIVE_HOST_WINDOW_SECS as f64)
     .fetch_one(&mut *tx)
     .await?;
     let idle = live_hosts.max(1) - outstanding;

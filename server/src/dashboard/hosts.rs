@@ -9,10 +9,9 @@ use axum::response::Html;
 use chrono::{DateTime, Utc};
 use perfbisect_wire::worker::MachineInfo;
 
-/// A host not heard from for this long is stale: the same window in which the scheduler
-/// counts a host as alive (`scheduler::LIVE_HOST_WINDOW_SECS`). Idle workers long-poll for
-/// work well within it, busy ones heartbeat.
-pub const STALE_AFTER_SECS: i64 = 120;
+/// A host not heard from for this long is stale: the window in which the scheduler counts a
+/// host as alive.
+pub use crate::scheduler::LIVE_HOST_WINDOW_SECS as STALE_AFTER_SECS;
 
 #[derive(sqlx::FromRow)]
 struct HostRow {
