@@ -31,7 +31,7 @@ pub struct ServerConfig {
     #[arg(long, env = "PERFBISECT_PUBLIC_URL")]
     pub public_url: Option<String>,
     #[command(flatten)]
-    pub mail: crate::notify::MailConfig,
+    pub mail: Box<crate::notify::MailConfig>,
 }
 
 impl ServerConfig {

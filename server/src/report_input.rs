@@ -6,8 +6,8 @@
 //! does that.
 
 use perfbisect_report::{
-    Addition, Candidate, Commit, CommitSamples, FailureCount, Job, Judgement, Machine, Outcome,
-    ReportInput, Repository, Robot, Run, Runs,
+    Addition, Candidate, Commit, CommitSamples, Job, Judgement, Machine, Outcome, ReportInput,
+    Repository, Robot, Run, Runs,
 };
 use perfbisect_wire::JobSpec;
 use perfbisect_wire::worker::MachineInfo;
@@ -18,8 +18,6 @@ use std::collections::{BTreeMap, HashMap};
 const MAX_ADDITIONS: i64 = 10;
 /// At most this many candidates are listed in an inconclusive report.
 const MAX_CANDIDATES: usize = 5;
-/// The failure stat counting runs that did not complete (crash, timeout, unreadable output).
-pub const INCOMPLETE_STAT: &str = "perfbisect.incomplete_run";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportInputError {
@@ -261,22 +259,13 @@ fn to_run(r: &RunRow) -> Run {
     }
 }
 
+/// The comparison's runs. Incomplete runs stay in: the report leaves them out of every
+/// stat and counts them in its `fail:runs` block.
 fn to_runs(parent: &[&RunRow], culprit: &[&RunRow]) -> Runs {
-    let incomplete = |rs: &[&RunRow]| rs.iter().filter(|r| !r.completed).count() as u32;
-    let (p, c) = (incomplete(parent), incomplete(culprit));
-    let failures = if p + c > 0 {
-        vec![FailureCount {
-            stat: INCOMPLETE_STAT.into(),
-            parent: p,
-            culprit: c,
-        }]
-    } else {
-        Vec::new()
-    };
     Runs {
         parent: parent.iter().map(|r| to_run(r)).collect(),
         culprit: culprit.iter().map(|r| to_run(r)).collect(),
-        failures,
+        failures: Vec::new(),
     }
 }
 
