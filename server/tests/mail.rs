@@ -1009,3 +1009,72 @@ async fn subscriptions_are_validated_listed_and_deleted() {
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn started_is_opt_in_and_announced_once() {
+    let f = fixture().await;
+    let id = bisect(
+        &f,
+        "fio-basic",
+        "fio.write_iops",
+        "searching",
+        &FIO_BASE,
+        &FIO_NEW,
+    )
+    .await;
+    assert_eq!(outbox::enqueue_started(&f.state.db).await.unwrap(), 1);
+    assert_eq!(
+        outbox::enqueue_started(&f.state.db).await.unwrap(),
+        0,
+        "once per bisect"
+    );
+    let fake = FakeTransport::default();
+    // Not in the configured events: kept as skipped, with why.
+    let c = claim(&f).await.unwrap();
+    assert_eq!(c.event, "started");
+    assert_eq!(
+        sender::deliver(&f.state, &f.state.mail, &fake, &c)
+            .await
+            .unwrap(),
+        Delivery::Skipped
+    );
+    let (_, body) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/outbox?bisect={id}"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    let row = &json_of(&body)[0];
+    assert_eq!(row["state"], "skipped");
+    assert!(
+        row["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("PERFBISECT_MAIL_EVENTS")
+    );
+    // Opted in: the retried row is sent as a short announcement.
+    let mut opted = settings(3);
+    opted.events.push(perfbisect_server::notify::Event::Started);
+    let (s, _) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/outbox/{}/retry", row["id"]),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let c = claim(&f).await.unwrap();
+    assert_eq!(
+        sender::deliver(&f.state, &opted, &fake, &c).await.unwrap(),
+        Delivery::Sent
+    );
+    let raw = String::from_utf8(fake.sent.lock().unwrap()[0].2.clone()).unwrap();
+    assert!(
+        raw.contains("Subject: [linux] fio.write_iops: bisecting 1111111111..4444444444\r\n"),
+        "{raw}"
+    );
+    assert!(raw.contains("X-Perfbisect-Event: started\r\n"));
+}
