@@ -12,6 +12,8 @@ use mail::{Sink, get, outbox, server_with_mail, until_mail_state};
 use perfbisect_cli::demo::watch;
 use perfbisect_cli::example::{self, ExampleRepo};
 use perfbisect_report::format::{format_avg, format_change, format_std};
+use perfbisect_server::notify::MailConfig;
+use perfbisect_server::notify::sender::{SendError, Smtp, Transport};
 use perfbisect_wire::api::{Bisect, SubmitBisect};
 use std::time::Duration;
 
@@ -318,4 +320,149 @@ async fn without_smtp_mails_wait_in_the_outbox_until_a_server_can_send_them() {
     let got = sink.messages();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].rcpt_tos, [DEV]);
+}
+
+/// A private CA and a certificate for `localhost` signed by it: (ca.pem, leaf.pem, leaf.key).
+fn certificates(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=perfbisect test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "leaf.key",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("leaf.pem"),
+        dir.join("leaf.key"),
+    )
+}
+
+async fn send_with(
+    url: &str,
+    user: &str,
+    password: &str,
+    ca: Option<&std::path::Path>,
+) -> Result<(), SendError> {
+    let settings = MailConfig {
+        smtp_url: Some(url.into()),
+        smtp_user: Some(user.into()),
+        smtp_password: Some(password.into()),
+        smtp_ca_file: ca.map(Into::into),
+        smtp_timeout_secs: 20,
+        ..MailConfig::default()
+    }
+    .settings()
+    .unwrap();
+    let smtp = Smtp::new(settings.smtp.as_ref().unwrap()).unwrap();
+    let raw = b"From: robot@perfbisect.example\r\nTo: dev@example.invalid\r\nSubject: over TLS\r\n\r\nbody\r\n";
+    smtp.send("robot@perfbisect.example", &[DEV.to_string()], raw)
+        .await
+}
+
+#[tokio::test]
+async fn smtp_speaks_starttls_and_tls_with_authentication_and_checks_the_certificate() {
+    let lab = Lab::new().await;
+    let (ca, cert, key) = certificates(lab.path());
+    let tls = |mode: &'static str| {
+        vec![
+            "--cert".to_string(),
+            cert.display().to_string(),
+            "--key".to_string(),
+            key.display().to_string(),
+            mode.to_string(),
+            "--auth".to_string(),
+            "robot:s3cret".to_string(),
+        ]
+    };
+    let args = tls("--starttls");
+    let starttls = Sink::start(
+        &lab,
+        "starttls",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let args = tls("--implicit-tls");
+    let implicit = Sink::start(
+        &lab,
+        "implicit",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let starttls_url = format!("smtp+starttls://localhost:{}", starttls.port);
+    let implicit_url = format!("smtps://localhost:{}", implicit.port);
+
+    send_with(&starttls_url, "robot", "s3cret", Some(&ca))
+        .await
+        .unwrap();
+    send_with(&implicit_url, "robot", "s3cret", Some(&ca))
+        .await
+        .unwrap();
+    for sink in [&starttls, &implicit] {
+        let got = sink.messages();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].header("Subject"), "over TLS");
+        assert_eq!(got[0].rcpt_tos, [DEV]);
+    }
+    // A server whose certificate no trusted CA signed is not talked to.
+    let e = send_with(&implicit_url, "robot", "s3cret", None)
+        .await
+        .unwrap_err();
+    assert!(!e.permanent, "{e:?}");
+    assert_eq!(starttls.messages().len(), 1);
+    assert_eq!(implicit.messages().len(), 1);
 }

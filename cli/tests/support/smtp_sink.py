@@ -8,6 +8,9 @@ Faults, for the outbox tests:
               (the message is written first, so a test can crash the client meanwhile)
   --reject N  answer the first N messages with 451 (a temporary failure)
   --refuse    answer every message with 550 (a permanent failure)
+Security, for the transport tests:
+  --cert PEM --key PEM  with --starttls (STARTTLS required) or --implicit-tls (TLS first)
+  --auth USER:PASSWORD  require this login (over TLS)
 DIR/ready holds the port once the server listens.
 """
 import argparse
@@ -17,9 +20,11 @@ import email.policy
 import json
 import os
 import signal
+import ssl
 import threading
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 
 def unix(s):
@@ -74,9 +79,34 @@ def main():
     p.add_argument("--hold", action="store_true")
     p.add_argument("--reject", type=int, default=0)
     p.add_argument("--refuse", action="store_true")
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--starttls", action="store_true")
+    p.add_argument("--implicit-tls", action="store_true")
+    p.add_argument("--auth")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
-    controller = Controller(Sink(args), hostname="127.0.0.1", port=args.port)
+    kwargs = {}
+    if args.cert:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(args.cert, args.key)
+        if args.implicit_tls:
+            kwargs["ssl_context"] = ctx
+        else:
+            kwargs["tls_context"] = ctx
+            kwargs["require_starttls"] = args.starttls
+    if args.auth:
+        user, password = args.auth.split(":", 1)
+
+        def check(server, session, envelope, mechanism, auth_data):
+            ok = auth_data.login.decode() == user and auth_data.password.decode() == password
+            return AuthResult(success=ok)
+
+        kwargs["authenticator"] = check
+        kwargs["auth_required"] = True
+        # aiosmtpd only knows of TLS it started itself (STARTTLS); implicit TLS is TLS too.
+        kwargs["auth_require_tls"] = bool(args.cert) and not args.implicit_tls
+    controller = Controller(Sink(args), hostname="127.0.0.1", port=args.port, **kwargs)
     controller.start()
     with open(os.path.join(args.dir, "ready"), "w") as f:
         f.write(str(args.port))
