@@ -420,6 +420,8 @@ pub async fn finish(
     .execute(&mut *tx)
     .await?;
     event(&mut *tx, bisect, status, reason).await?;
+    // The outcome and its mail commit together (the transactional outbox).
+    crate::notify::outbox::enqueue(&mut *tx, bisect, status).await?;
     tracing::info!(bisect, status, reason, "bisect finished");
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! Each area is a module with its own routes, merged here.
 
 mod bisects;
+mod reports;
 mod repositories;
 mod workers;
 
@@ -31,6 +32,7 @@ pub fn router(state: AppState) -> Router {
         .merge(repositories::routes())
         .merge(bisects::routes())
         .merge(workers::routes())
+        .merge(reports::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -48,6 +50,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(repositories::routes())
         .merge(bisects::routes())
         .merge(workers::routes())
+        .merge(reports::routes())
         .split_for_parts();
     openapi
 }
