@@ -32,12 +32,6 @@ use std::fmt::Write;
 
 /// Prior probability that the range holds no change at all.
 const NO_CHANGE_PRIOR: f64 = 0.2;
-fn knob(name: &str, default: f64) -> f64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 /// Each endpoint is topped up to at least this share of all samples while searching.
 const ENDPOINT_SHARE: f64 = 0.12;
 /// An endpoint is measured when its side holds less than this fraction of the other's
@@ -46,6 +40,12 @@ const BALANCE: f64 = 0.5;
 const SIDE_PRECISION: f64 = 0.0;
 /// "No change" ends the bisect at probability 1 − this × (1 − confidence) (0.95 for 0.99).
 const NOT_REPRODUCED_FACTOR: f64 = 5.0;
+/// Runs a request: enough for one point to show (RUNS_Z / d)² noise units of evidence.
+const RUNS_Z: f64 = 1.0;
+/// Verification pairs are asked in chunks of this share of the pairs a full test needs.
+const VERIFY_CHUNK: f64 = 0.15;
+/// Verification starts at probability 1 − this × (1 − confidence) (0.9 for 0.99).
+const VERIFY_START: f64 = 10.0;
 /// One-sided level of the paired test that verifies the culprit against its parent.
 const VERIFY_ALPHA: f64 = 0.1;
 
@@ -66,6 +66,8 @@ pub(crate) struct Belief {
     pub samples: usize,
     /// Tail index of the noise model chosen (Student-t degrees of freedom; None: Gaussian).
     pub tail: Option<f64>,
+    /// The most probable candidates (up to 64), by decreasing probability.
+    pub ranked: Vec<(usize, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -123,6 +125,34 @@ impl Stats {
         }
     }
 }
+
+/// A fast, non-cryptographic hasher for bitset rows (FxHash's multiply-rotate).
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+type BuildFx = std::hash::BuildHasherDefault<Fx>;
 
 /// One component of the prior on δ (relative units): weight, mean, standard deviation.
 type Component = (f64, f64, f64);
@@ -239,7 +269,13 @@ fn robust_weights(
     let mut residuals: Vec<Vec<f64>> = Vec::with_capacity(zs.len());
     let mut fit: Vec<f64> = Vec::new();
     for v in zs {
-        if v.len() >= 3 {
+        if v.len() >= 10 {
+            // Many samples: the point's own median is as good as leaving one out.
+            let m = median(&mut v.clone());
+            let r: Vec<f64> = v.iter().map(|&z| z - m).collect();
+            fit.extend(&r);
+            residuals.push(r);
+        } else if v.len() >= 3 {
             let mut others = Vec::with_capacity(v.len() - 1);
             let r: Vec<f64> = (0..v.len())
                 .map(|i| {
@@ -286,17 +322,12 @@ fn robust_weights(
     } else {
         &[Some(10.0)]
     };
-    let forced = knob("PB_NU", 0.0);
     let (mut nu, mut best, mut scale) = (None, f64::NEG_INFINITY, mad);
     for &c in choices {
         let (ll, sc) = fit_scale(&fit, c, mad);
         if ll > best {
             (nu, best, scale) = (c, ll, sc);
         }
-    }
-    if forced > 0.0 {
-        nu = if forced >= 1000.0 { None } else { Some(forced) };
-        scale = fit_scale(&fit, nu, mad).1;
     }
     let Some(nu) = nu else {
         return (ones(), scale, None);
@@ -399,11 +430,16 @@ pub(crate) fn belief(
             }
         }
     }
-    let mut sig_index: HashMap<&[u64], u32> = HashMap::new();
+    let mut sig_index: HashMap<&[u64], u32, BuildFx> = HashMap::default();
     let mut sig_of = vec![0u32; n];
     let mut sig_rows: Vec<usize> = Vec::new();
     for c in 0..n {
         let row = &bits[c * words..(c + 1) * words];
+        if c > 0 && row == &bits[(c - 1) * words..c * words] {
+            // Runs of commits between measured points share a signature: skip the hash.
+            sig_of[c] = sig_of[c - 1];
+            continue;
+        }
         let next = sig_rows.len() as u32;
         let id = *sig_index.entry(row).or_insert_with(|| {
             sig_rows.push(c);
@@ -448,51 +484,34 @@ pub(crate) fn belief(
         .collect();
 
     let allowed_count = allowed.iter().filter(|&&a| a).count().max(1) as f64;
-    let log_prior = ((1.0 - NO_CHANGE_PRIOR) / allowed_count).ln();
-    let log_post: Vec<f64> = (0..n)
+    let no_change_prior = NO_CHANGE_PRIOR;
+    let log_prior = ((1.0 - no_change_prior) / allowed_count).ln();
+    // Every allowed commit with the same signature has the same posterior: work per signature.
+    let mut allowed_per_sig = vec![0usize; log_ml.len()];
+    for c in 0..n {
+        if allowed[c] {
+            allowed_per_sig[sig_of[c] as usize] += 1;
+        }
+    }
+    let log0 = no_change_prior.ln() + log_ml0;
+    let z = log_sum_exp(
+        (0..log_ml.len())
+            .filter(|&i| allowed_per_sig[i] > 0)
+            .map(|i| log_prior + (allowed_per_sig[i] as f64).ln() + log_ml[i])
+            .chain(std::iter::once(log0)),
+    );
+    let sig_p: Vec<f64> = log_ml.iter().map(|&l| (log_prior + l - z).exp()).collect();
+    let p: Vec<f64> = (0..n)
         .map(|c| {
             if allowed[c] {
-                log_prior + log_ml[sig_of[c] as usize]
+                sig_p[sig_of[c] as usize]
             } else {
-                f64::NEG_INFINITY
+                0.0
             }
         })
         .collect();
-    let log0 = NO_CHANGE_PRIOR.ln() + log_ml0;
-    let z = log_sum_exp(log_post.iter().copied().chain(std::iter::once(log0)));
-    let p: Vec<f64> = log_post.iter().map(|&l| (l - z).exp()).collect();
     let no_change = (log0 - z).exp();
-    let bad = graph.weights(&vec![true; n], &p);
-    if std::env::var("PB_DEBUG").is_ok() {
-        let mut mass = vec![0.0; sig_rows.len()];
-        let mut members = vec![0usize; sig_rows.len()];
-        for c in 0..n {
-            mass[sig_of[c] as usize] += p[c];
-            members[sig_of[c] as usize] += 1;
-        }
-        let mut order: Vec<usize> = (0..sig_rows.len()).collect();
-        order.sort_by(|&a, &b| mass[b].total_cmp(&mass[a]));
-        eprintln!(
-            "  p0 {no_change:.4} scale {scale:.4} sigs {}",
-            sig_rows.len()
-        );
-        for &i in order.iter().take(6) {
-            let (g, b) = sig_stats[i];
-            eprintln!(
-                "  sig {i}: mass {:.4} members {} first c{} logml {:.2} G n{} w{:.1} m{:.4} B n{} w{:.1} m{:.4}",
-                mass[i],
-                members[i],
-                sig_rows[i],
-                log_ml[i] - log_ml0,
-                g.n,
-                g.w,
-                g.us / g.n,
-                b.n,
-                b.w,
-                b.us / b.n
-            );
-        }
-    }
+    let bad = graph.ancestor_mass(&p);
 
     // Estimates under the most probable hypothesis, for explanations and run counts.
     let map = (0..n)
@@ -506,6 +525,7 @@ pub(crate) fn belief(
     } else {
         (0.0, (total.uss() / (count - 1.0).max(1.0)).sqrt())
     };
+    let ranked = ranked(&p, 64);
     Belief {
         p,
         no_change,
@@ -514,6 +534,7 @@ pub(crate) fn belief(
         noise,
         samples,
         tail,
+        ranked,
     }
 }
 
@@ -527,14 +548,28 @@ impl Point {
 }
 
 /// Candidates by decreasing probability until they hold `target` (at most `limit` of them).
-fn smallest_set(p: &[f64], target: f64, limit: usize) -> Vec<(usize, f64)> {
-    let mut order: Vec<usize> = (0..p.len()).filter(|&c| p[c] > 0.0).collect();
-    order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+fn ranked(p: &[f64], limit: usize) -> Vec<(usize, f64)> {
+    let max = p.iter().copied().fold(0.0, f64::max);
+    let mut order: Vec<usize> = (0..p.len())
+        .filter(|&c| p[c] > 0.0 && p[c] >= 1e-12 * max)
+        .collect();
+    let by_p = |a: &usize, b: &usize| p[*b].total_cmp(&p[*a]).then(a.cmp(b));
+    if order.len() > limit {
+        order.select_nth_unstable_by(limit, by_p);
+        order.truncate(limit);
+    }
+    order.sort_by(by_p);
+    order.into_iter().map(|c| (c, p[c])).collect()
+}
+
+/// The most probable candidates, by decreasing probability, until they hold `target` (at most
+/// `limit` of them), from a [`ranked`] list.
+fn smallest_set(ranked: &[(usize, f64)], target: f64, limit: usize) -> Vec<(usize, f64)> {
     let mut out = Vec::new();
     let mut acc = 0.0;
-    for c in order.into_iter().take(limit) {
-        out.push((c, p[c]));
-        acc += p[c];
+    for &(c, p) in ranked.iter().take(limit) {
+        out.push((c, p));
+        acc += p;
         if acc >= target {
             break;
         }
@@ -559,7 +594,7 @@ fn describe(graph: &CandidateGraph, b: &Belief) -> String {
         },
         b.samples
     );
-    for (c, p) in smallest_set(&b.p, 0.99, 5) {
+    for (c, p) in smallest_set(&b.ranked, 0.99, 5) {
         let _ = write!(s, " {} {:.4}", short(graph, c), p);
     }
     s
@@ -600,7 +635,7 @@ fn verify_pairs(b: &Belief) -> usize {
     } else {
         10.0
     };
-    let need = (2.0 * (1.645f64 + knob("PB_VPOW", 0.842)).powi(2) / (d * d).max(1e-6)).ceil();
+    let need = (2.0 * (1.645f64 + 0.842).powi(2) / (d * d).max(1e-6)).ceil();
     need.clamp(3.0, 60.0) as usize
 }
 
@@ -656,7 +691,7 @@ pub(crate) fn decide(
     let pending_at = |p: Point| ev.pending.get(&p).copied().unwrap_or(0);
     let bad_point = Point::Candidate(graph.bad());
     let endpoints = [Point::Good, bad_point];
-    let top = |limit| smallest_set(&b.p, conf, limit);
+    let top = |limit| smallest_set(&b.ranked, conf, limit);
     let done = |o: Outcome| (Decision::Done(o), assessments.clone());
     let measure = |phase, requests: Vec<Request>, why: String| {
         let requests = cap(requests, budget);
@@ -689,7 +724,7 @@ pub(crate) fn decide(
 
     // "No change" may end the bisect at a lower bar than a culprit: stopping early here costs
     // a missed change at worst, never a wrong culprit (the simulator checks the rate).
-    let not_reproduced_at = (1.0 - knob("PB_NRF", NOT_REPRODUCED_FACTOR) * (1.0 - conf)).max(0.9);
+    let not_reproduced_at = (1.0 - NOT_REPRODUCED_FACTOR * (1.0 - conf)).max(0.9);
     if b.no_change >= not_reproduced_at {
         let reason = format!("no change between the endpoints: {}", describe(graph, &b));
         return done(Outcome::NotReproduced { reason });
@@ -742,7 +777,11 @@ pub(crate) fn decide(
         .map(|c| (c, b.p[c]))
         .max_by(|x, y| x.1.total_cmp(&y.1))
         .expect("non-empty graph");
-    if pk >= conf {
+    // Verification starts a little before the target: culprit-vs-parent pairs are also the
+    // runs that best settle the last doubt (is the parent good, is the culprit bad), so the
+    // end of the search and the verification share them.
+    let verify_from = (1.0 - VERIFY_START * (1.0 - conf)).max(0.5).min(conf);
+    if pk >= verify_from {
         let parent = graph
             .first_parent(k)
             .filter(|p| !ev.untestable.contains(p))
@@ -762,13 +801,13 @@ pub(crate) fn decide(
             },
             p_value
         );
-        if pairs.len() >= 3 && p_value < knob("PB_VA", VERIFY_ALPHA) {
+        if pk >= conf && pairs.len() >= 3 && p_value < VERIFY_ALPHA {
             return done(Outcome::Found {
                 culprit: k,
                 confidence: pk,
             });
         }
-        if pairs.len() >= 3 * need {
+        if pk >= conf && pairs.len() >= 3 * need {
             let reason = format!(
                 "verification of {} failed ({verdict}); {}",
                 short(graph, k),
@@ -779,7 +818,8 @@ pub(crate) fn decide(
                 candidates: top(20),
             });
         }
-        if pending_at(Point::Candidate(k)) > 0 || pending_at(parent) > 0 {
+        let busy = pending_at(Point::Candidate(k)) > 0 || pending_at(parent) > 0;
+        if pk >= conf && busy {
             return (
                 Decision::Wait {
                     phase: Phase::Verifying,
@@ -787,18 +827,21 @@ pub(crate) fn decide(
                 assessments,
             );
         }
-        // In chunks, checking after each: most changes verify long before `need` pairs.
-        let chunk = (need as f64 * knob("PB_VCHUNK", 0.34)).ceil().max(3.0) as u32;
-        let request = Request {
-            point: Point::Candidate(k),
-            runs: chunk.min(2 * rpr),
-            pair_with: Some(parent),
-        };
-        let why = format!(
-            "verifying {} ({pk:.4}) against its parent, interleaved: {verdict}",
-            short(graph, k)
-        );
-        return measure(Phase::Verifying, vec![request], why);
+        if pk >= conf || (pairs.len() < need && !busy) {
+            // In chunks, checking after each: most changes verify long before `need` pairs.
+            let chunk = (need as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+            let request = Request {
+                point: Point::Candidate(k),
+                runs: chunk.min(2 * rpr),
+                pair_with: Some(parent),
+            };
+            let why = format!(
+                "verifying {} ({pk:.4}) against its parent, interleaved: {verdict}",
+                short(graph, k)
+            );
+            return measure(Phase::Verifying, vec![request], why);
+        }
+        // Below the target with enough pairs: the doubt is elsewhere, so search on.
     }
 
     // A culprit set that no testable commit can split: report it.
@@ -809,7 +852,7 @@ pub(crate) fn decide(
         for &(c, p) in &set {
             in_set[c] = p;
         }
-        let below = graph.weights(&vec![true; n], &in_set);
+        let below = graph.ancestor_mass(&in_set);
         let splittable = (0..n).any(|c| {
             !ev.untestable.contains(&c) && below[c] > 1e-12 * mass && below[c] < mass * (1.0 - 1e-9)
         });
@@ -838,7 +881,7 @@ pub(crate) fn decide(
     } else {
         10.0
     };
-    let runs = ((knob("PB_RZ", 1.0) / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr);
+    let runs = ((RUNS_Z / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr);
     let mut requests: Vec<Request> = Vec::new();
     // Keep both sides measured: the change is only as well known as the level of the side
     // with fewer samples, so top up the endpoint of a side that falls behind.
@@ -856,15 +899,14 @@ pub(crate) fn decide(
         side_bad += k * bad;
     }
     // Enough samples on a side to know its level to a quarter of the change.
-    let side_need = knob("PB_KAPPA", SIDE_PRECISION) / (d * d).max(1e-6);
-    let balance = knob("PB_BAL", BALANCE);
+    let side_need = SIDE_PRECISION / (d * d).max(1e-6);
+    let balance = BALANCE;
     for (p, mine, other) in [
         (Point::Good, side_good, side_bad),
         (bad_point, side_bad, side_good),
     ] {
         let have = n_end(p) as f64 + pending_at(p) as f64;
-        let behind = (mine < side_need && mine < balance * other)
-            || have < knob("PB_END", ENDPOINT_SHARE) * total;
+        let behind = (mine < side_need && mine < balance * other) || have < ENDPOINT_SHARE * total;
         if behind && pending_at(p) == 0 && requests.len() < idle {
             requests.push(Request::new(p, runs));
         }
@@ -895,11 +937,24 @@ pub(crate) fn decide(
         }
     }
     // The testable commit nearest each remaining target.
+    let mut blocked = vec![false; n];
+    for &c in &ev.untestable {
+        if c < n {
+            blocked[c] = true;
+        }
+    }
+    for (p, &k) in &ev.pending {
+        if let Point::Candidate(c) = *p
+            && c < n
+            && k > 0
+        {
+            blocked[c] = true;
+        }
+    }
     let mut best: Vec<Option<(f64, usize)>> = vec![None; targets.len()];
     if !targets.is_empty() {
-        for c in 0..n {
-            if c == graph.bad() || ev.untestable.contains(&c) || pending_at(Point::Candidate(c)) > 0
-            {
+        for (c, &skip) in blocked.iter().enumerate() {
+            if c == graph.bad() || skip {
                 continue;
             }
             let fc = f(c);
@@ -953,7 +1008,9 @@ mod tests {
     #[test]
     fn smallest_set_reaches_the_target() {
         let p = [0.5, 0.3, 0.15, 0.05];
-        assert_eq!(smallest_set(&p, 0.9, 10).len(), 3);
-        assert_eq!(smallest_set(&p, 0.9, 2).len(), 2);
+        let r = ranked(&p, 64);
+        assert_eq!(r[0], (0, 0.5));
+        assert_eq!(smallest_set(&r, 0.9, 10).len(), 3);
+        assert_eq!(smallest_set(&r, 0.9, 2).len(), 2);
     }
 }
