@@ -322,11 +322,12 @@ fn robust_weights(
     } else {
         &[Some(10.0)]
     };
+    // Heavier tails must beat the Gaussian clearly (2 nats a step), not by chance.
     let (mut nu, mut best, mut scale) = (None, f64::NEG_INFINITY, mad);
-    for &c in choices {
+    for (step, &c) in choices.iter().enumerate() {
         let (ll, sc) = fit_scale(&fit, c, mad);
-        if ll > best {
-            (nu, best, scale) = (c, ll, sc);
+        if ll - 2.0 * step as f64 > best {
+            (nu, best, scale) = (c, ll - 2.0 * step as f64, sc);
         }
     }
     let Some(nu) = nu else {
@@ -451,7 +452,11 @@ pub(crate) fn belief(
     // Marginal likelihood per signature (constants shared by all hypotheses dropped).
     let prior = delta_prior(settings);
     let count = total.n;
-    let power = (count - 1.0).max(0.0) / 2.0;
+    // With Student-t weights held fixed, the weighted Gaussian likelihood is sharper than the
+    // t likelihood it stands for: its information per sample is 1/s² where the t model's is
+    // (ν+1)/((ν+3)s²). Temper the fit by that ratio so the posterior stays calibrated.
+    let temper = tail.map_or(1.0, |nu| (nu + 1.0) / (nu + 3.0));
+    let power = temper * (count - 1.0).max(0.0) / 2.0;
     let floor = 1e-18 * count.max(1.0);
     let scale2 = (scale * scale).max(1e-12);
     let log_ml0 = -power * (total.ss() + floor).ln();
@@ -729,6 +734,13 @@ pub(crate) fn decide(
         let reason = format!("no change between the endpoints: {}", describe(graph, &b));
         return done(Outcome::NotReproduced { reason });
     }
+    if ev.untestable.contains(&graph.bad()) {
+        let reason = "the bad commit cannot be built or booted: nothing to reproduce".to_string();
+        return done(Outcome::Inconclusive {
+            reason,
+            candidates: vec![],
+        });
+    }
     if spent >= settings.max_runs {
         let reason = format!(
             "run cap of {} reached; {}",
@@ -781,7 +793,20 @@ pub(crate) fn decide(
     // runs that best settle the last doubt (is the parent good, is the culprit bad), so the
     // end of the search and the verification share them.
     let verify_from = (1.0 - VERIFY_START * (1.0 - conf)).max(0.5).min(conf);
-    if pk >= verify_from {
+    if pk >= verify_from && ev.untestable.contains(&k) {
+        if pk >= conf {
+            let reason = format!(
+                "the most probable culprit {} ({pk:.4}) cannot be built or booted, so it cannot be \
+                 verified against its parent; {}",
+                short(graph, k),
+                describe(graph, &b)
+            );
+            return done(Outcome::Inconclusive {
+                reason,
+                candidates: top(20),
+            });
+        }
+    } else if pk >= verify_from {
         let parent = graph
             .first_parent(k)
             .filter(|p| !ev.untestable.contains(p))

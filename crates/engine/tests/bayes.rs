@@ -332,3 +332,62 @@ fn a_known_magnitude_saves_runs() {
     }
     assert!(told < plain, "with magnitude {told} runs, without {plain}");
 }
+
+#[test]
+fn never_asks_again_for_an_untestable_commit_and_never_hangs() {
+    use perfbisect_engine::sim::run_trial_observed;
+    for seed in 0..10 {
+        let mut rng = SplitMix::new(seed + 7);
+        let culprit = rng.below(300);
+        let mut w = world(seed, 300, Some(culprit), Noise::Gaussian { cv: 0.02 });
+        // A fifth of the commits fail to build, the culprit's neighbours included.
+        w.untestable = (0..299)
+            .filter(|&c| c != culprit && rng.uniform() < 0.2)
+            .collect();
+        w.incomplete_rate = 0.1;
+        let settings = Settings {
+            idle_hosts: 1 + (seed % 4) as u32,
+            max_runs: 1500,
+            ..Settings::default()
+        };
+        let mut observe = |d: &Decision, ev: &Evidence| {
+            if let Decision::Measure { requests, .. } = d {
+                assert!(requests.len() <= settings.idle_hosts as usize);
+                for r in requests {
+                    for p in std::iter::once(r.point).chain(r.pair_with) {
+                        if let Point::Candidate(c) = p {
+                            assert!(
+                                !ev.untestable.contains(&c),
+                                "seed {seed}: asked for untestable {c}"
+                            );
+                        }
+                    }
+                }
+            }
+        };
+        let t = run_trial_observed(&w, &settings, seed, &mut observe);
+        assert!(!t.stalled, "seed {seed}: {t:?}");
+        match &t.outcome {
+            Outcome::Found { culprit: c, .. } => assert_eq!(*c, culprit, "seed {seed}"),
+            Outcome::Inconclusive { candidates, .. } => {
+                assert!(
+                    candidates.iter().any(|&(c, _)| c == culprit),
+                    "seed {seed}: {t:?}"
+                )
+            }
+            other => panic!("seed {seed}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_unbuildable_bad_commit_ends_the_bisect() {
+    let g = linear(10);
+    let mut ev = Evidence::default();
+    ev.untestable.insert(9);
+    let (d, _) = decide(&g, &ev, &Settings::default());
+    assert!(
+        matches!(d, Decision::Done(Outcome::Inconclusive { .. })),
+        "{d:?}"
+    );
+}

@@ -268,6 +268,13 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                         .map(|i| {
                             let seed = 1_000_003 * i as u64 + 17;
                             let (trial, world) = cell.trial(seed);
+                            if trial.stalled {
+                                eprintln!(
+                                    "{}: trial with seed {seed} hung: {:?}",
+                                    cell.name(),
+                                    trial.outcome
+                                );
+                            }
                             let correct = trial.correct(&world);
                             let found = matches!(trial.outcome, Outcome::Found { .. });
                             let wrong = found && !correct;
