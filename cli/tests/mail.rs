@@ -37,6 +37,7 @@ async fn submit(lab: &Lab, ex: &ExampleRepo, job: &str) -> Bisect {
             max_runs: None,
             notify: vec![DEV.into()],
             use_merge_base: false,
+            first_parent: false,
         })
         .await
         .unwrap()

@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod db;
 pub mod error;
 pub mod git;
+pub mod graphs;
 pub mod notify;
 pub mod pg;
 pub mod queue;
@@ -34,6 +35,8 @@ pub struct AppState {
     pub public_url: String,
     /// Mail settings (SMTP, senders, KPI directions of reports).
     pub mail: Arc<notify::MailSettings>,
+    /// Candidate graphs of bisects this replica has advanced.
+    pub graphs: graphs::GraphCache,
 }
 
 impl AppState {
@@ -50,6 +53,7 @@ impl AppState {
             lease,
             public_url,
             mail: Arc::new(notify::MailSettings::default()),
+            graphs: graphs::GraphCache::default(),
         }
     }
 }

@@ -600,3 +600,47 @@ async fn openapi_document_lists_the_api() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_merge_whose_first_parent_is_good_is_marked_for_first_parent_mode() {
+    let f = with_repo().await;
+    // X = merge of side's s1 into c2 (detached): first parent c2 is good, second parent s1 a candidate.
+    git(&f.repo, &["checkout", "-q", "--detach", "main~3"]);
+    git(
+        &f.repo,
+        &["merge", "-q", "--no-ff", "-m", "merge side", "sidetag"],
+    );
+    git(&f.repo, &["tag", "x"]);
+    git(&f.repo, &["checkout", "-q", "main"]);
+    let mut body = submit_body("main~3", "x");
+    body["first_parent"] = json!(true);
+    let (s, v) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["candidates_total"], json!(2), "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let rows: Vec<(String, Vec<i32>, bool)> = sqlx::query_as(
+        "SELECT sha, parents, first_parent_outside FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
+    )
+    .bind(id)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    let x = git(&f.repo, &["rev-parse", "x"]);
+    let s1 = git(&f.repo, &["rev-parse", "sidetag"]);
+    assert_eq!(
+        rows[0],
+        (s1, vec![], false),
+        "s1 has no parent among the candidates"
+    );
+    assert_eq!(
+        rows[1],
+        (x, vec![0], true),
+        "x's first parent (c2) is good, its second is s1"
+    );
+    let first_parent: bool = sqlx::query_scalar("SELECT first_parent FROM bisects WHERE id = $1")
+        .bind(id)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert!(first_parent);
+}
