@@ -3,12 +3,13 @@
 //! drive the same pages in Chromium with real workers; these check what needs exact data:
 //! filters and pages, stale hosts, starving host groups, error pages.
 
+mod common;
+
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use perfbisect_server::{AppState, api, db};
+use perfbisect_server::api;
 use sqlx::PgPool;
-use std::time::Duration;
 use tower::ServiceExt;
 
 struct Fixture {
@@ -18,21 +19,10 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let url = perfbisect_server::pg::testing::fresh_database()
-        .await
-        .unwrap();
-    let pool = db::connect(&url).await.unwrap();
-    db::migrate(&pool).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let state = AppState::new(
-        pool.clone(),
-        dir.path(),
-        Duration::from_secs(30),
-        "http://test".into(),
-    );
+    let (state, dir) = common::state("http://test").await;
     Fixture {
+        db: state.db.clone(),
         router: api::router(state),
-        db: pool,
         _dir: dir,
     }
 }

@@ -3,20 +3,19 @@
 //! the final status, delivery through a fake transport (retries, give-up, crash recovery),
 //! subscriptions and per-bisect mail options.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use perfbisect_report::{Judgement, Outcome, ReportConfig, render};
 use perfbisect_server::notify::outbox::{self, Claimed};
 use perfbisect_server::notify::sender::{self, Delivery, SendError, Transport};
 use perfbisect_server::notify::{MailConfig, MailSettings};
 use perfbisect_server::report_input::{self, ReportContext, ReportInputError};
-use perfbisect_server::{AppState, api, auth, db, scheduler};
+use perfbisect_server::{AppState, api, scheduler};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tower::ServiceExt;
 
-const TOKEN: &str = "test-api-token";
+mod common;
+
+use common::TOKEN;
 const G: &str = "1111111111111111111111111111111111111111";
 const C0: &str = "2222222222222222222222222222222222222222";
 const C1: &str = "3333333333333333333333333333333333333333";
@@ -30,21 +29,8 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let url = perfbisect_server::pg::testing::fresh_database()
-        .await
-        .unwrap();
-    let pool = db::connect(&url).await.unwrap();
-    db::migrate(&pool).await.unwrap();
-    auth::ensure_token(&pool, "api", "test", TOKEN)
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut state = AppState::new(
-        pool.clone(),
-        dir.path(),
-        Duration::from_secs(30),
-        "http://perfbisect.test".into(),
-    );
+    let (mut state, dir) = common::state("http://perfbisect.test").await;
+    let pool = state.db.clone();
     state.mail = Arc::new(settings(3));
     let repo: i64 = sqlx::query_scalar(
         "INSERT INTO repositories (name, url) VALUES ('linux', 'https://git.example.org/linux.git') RETURNING id",
@@ -428,23 +414,7 @@ async fn call(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (StatusCode, String) {
-    let mut req = Request::builder().method(method).uri(path);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string()))
-            .unwrap(),
-        None => req.body(Body::empty()).unwrap(),
-    };
-    let resp = api::router(f.state.clone()).oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
+    common::request(&f.state, method, path, token, body).await
 }
 
 fn json_of(body: &str) -> Value {
