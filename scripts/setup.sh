@@ -15,7 +15,8 @@ command -v runuser >/dev/null 2>&1 || need_pkgs+=(util-linux)
 for extra in "$@"; do
   case "$extra" in
     chromium) command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium) ;;
-    chromedriver) command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver) ;;
+    # Debian's package is chromium-driver; its command is chromedriver.
+    chromedriver|chromium-driver) command -v chromedriver >/dev/null 2>&1 || need_pkgs+=(chromium-driver) ;;
     *) dpkg -s "$extra" >/dev/null 2>&1 || need_pkgs+=("$extra") ;;
   esac
 done

@@ -18,9 +18,10 @@ stop_pg() {
 }
 trap stop_pg EXIT
 cargo build --workspace --all-targets -q
+# Doc tests first, so the run closes on the main runner's summary.
+cargo test --workspace --doc -q
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else
   cargo test --workspace --no-fail-fast "$@"
 fi
-cargo test --workspace --doc -q

@@ -121,6 +121,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             max_runs: None,
             notify: vec![],
             use_merge_base: false,
+            first_parent: false,
         })
         .await?;
     println!(

@@ -81,6 +81,9 @@ enum Cmd {
         /// Bisect from the merge base when good is not an ancestor of bad.
         #[arg(long)]
         use_merge_base: bool,
+        /// Answer at merge level first (search bad's first-parent chain).
+        #[arg(long)]
+        first_parent: bool,
         /// Follow progress until the bisect ends.
         #[arg(long)]
         watch: bool,
@@ -155,6 +158,7 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
             confidence,
             max_runs,
             use_merge_base,
+            first_parent,
             watch,
             remote,
         } => {
@@ -174,6 +178,7 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
                     max_runs,
                     notify: vec![],
                     use_merge_base,
+                    first_parent,
                 })
                 .await?;
             println!(

@@ -30,6 +30,8 @@ pub struct ServerConfig {
     /// The address people use to reach this server (for links in reports and mails).
     #[arg(long, env = "PERFBISECT_PUBLIC_URL")]
     pub public_url: Option<String>,
+    #[command(flatten)]
+    pub mail: Box<crate::notify::MailConfig>,
 }
 
 impl ServerConfig {

@@ -31,6 +31,9 @@ pub struct CandidateCommit {
     pub sha: String,
     /// Indices (into the candidate list) of parents that are candidates too.
     pub parents: Vec<usize>,
+    /// The first parent is on the good side while another parent is a candidate, so
+    /// `parents[0]` is not the first parent (first-parent mode needs to know).
+    pub first_parent_outside: bool,
     pub subject: String,
     pub author: String,
 }
@@ -197,6 +200,8 @@ pub fn range(
                 .parent_ids()
                 .filter_map(|p| index.get(&p).copied())
                 .collect(),
+            first_parent_outside: c.parent_id(0).is_ok_and(|p| !index.contains_key(&p))
+                && c.parent_ids().any(|p| index.contains_key(&p)),
             subject: summary(&c),
             author: author(&c),
         });

@@ -6,11 +6,15 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod dashboard;
 pub mod db;
 pub mod error;
 pub mod git;
+pub mod graphs;
+pub mod notify;
 pub mod pg;
 pub mod queue;
+pub mod report_input;
 pub mod scheduler;
 
 use anyhow::Context;
@@ -29,6 +33,10 @@ pub struct AppState {
     pub task_queued: Arc<Notify>,
     pub lease: Duration,
     pub public_url: String,
+    /// Mail settings (SMTP, senders, KPI directions of reports).
+    pub mail: Arc<notify::MailSettings>,
+    /// Candidate graphs of bisects this replica has advanced.
+    pub graphs: graphs::GraphCache,
 }
 
 impl AppState {
@@ -44,6 +52,8 @@ impl AppState {
             task_queued: Arc::new(Notify::new()),
             lease,
             public_url,
+            mail: Arc::new(notify::MailSettings::default()),
+            graphs: graphs::GraphCache::default(),
         }
     }
 }
@@ -76,12 +86,13 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     auth::ensure_token(&db, "api", "configured", &api_token).await?;
     auth::ensure_token(&db, "enroll", "configured", &enroll_token).await?;
 
-    let state = AppState::new(
+    let mut state = AppState::new(
         db.clone(),
         &config.data_dir,
         Duration::from_secs(config.lease_secs),
         config.public_url(),
     );
+    state.mail = Arc::new(config.mail.settings()?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -89,6 +100,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     tokio::spawn(queue::listen_for_tasks(state.clone(), url.clone()));
     tokio::spawn(queue::reap_expired_leases(state.clone()));
     tokio::spawn(scheduler::tick(state.clone()));
+    notify::sender::spawn(&state)?;
     tracing::info!(%addr, "perfbisect server listening");
     println!("perfbisect server listening on http://{addr}");
     axum::serve(listener, api::router(state))

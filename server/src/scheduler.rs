@@ -5,7 +5,6 @@
 //! (`FOR UPDATE`), so replicas and loops never queue the same work twice.
 
 use crate::AppState;
-use anyhow::Context;
 use perfbisect_engine::{
     Assessment, CandidateGraph, Decision, Direction, Evidence, Outcome, Phase, Point, Settings,
     decide,
@@ -14,8 +13,9 @@ use sqlx::PgPool;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Hosts seen within this window count as alive for scheduling.
-const LIVE_HOST_WINDOW_SECS: f64 = 120.0;
+/// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
+/// dashboard). Idle workers long-poll well within it, busy ones heartbeat.
+pub const LIVE_HOST_WINDOW_SECS: i64 = 120;
 
 #[derive(sqlx::FromRow)]
 struct BisectRow {
@@ -27,6 +27,7 @@ struct BisectRow {
     direction: Option<String>,
     magnitude_pct: Option<f64>,
     job_spec_id: i64,
+    first_parent: bool,
     tbox_group: String,
     runs_per_task: i32,
 }
@@ -45,35 +46,6 @@ pub async fn event<'e>(
         .execute(db)
         .await?;
     Ok(())
-}
-
-/// Loads the candidate graph of a bisect: (graph, sha → point).
-pub async fn load_graph<'e>(
-    db: impl sqlx::PgExecutor<'e>,
-    bisect: i64,
-) -> anyhow::Result<(CandidateGraph, HashMap<String, Point>)> {
-    let rows: Vec<(i32, String, Vec<i32>)> = sqlx::query_as(
-        "SELECT idx, sha, parents FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
-    )
-    .bind(bisect)
-    .fetch_all(db)
-    .await?;
-    let mut points = HashMap::new();
-    let mut ids = Vec::new();
-    let mut parents = Vec::new();
-    for (idx, sha, ps) in rows {
-        if idx < 0 {
-            points.insert(sha, Point::Good);
-        } else {
-            points.insert(sha.clone(), Point::Candidate(idx as usize));
-            ids.push(sha);
-            parents.push(ps.into_iter().map(|p| p as usize).collect());
-        }
-    }
-    Ok((
-        CandidateGraph::new(ids, parents).context("stored candidate graph")?,
-        points,
-    ))
 }
 
 #[derive(sqlx::FromRow)]
@@ -191,7 +163,7 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
     let mut tx = state.db.begin().await?;
     let row: Option<BisectRow> = sqlx::query_as(
         "SELECT b.status, b.good_sha, b.metric, b.confidence, b.max_runs, b.direction, b.magnitude_pct,
-                b.job_spec_id, j.tbox_group, coalesce((j.spec ->> 'runs_per_task')::int, 5) AS runs_per_task
+                b.job_spec_id, b.first_parent, j.tbox_group, coalesce((j.spec ->> 'runs_per_task')::int, 5) AS runs_per_task
          FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
          WHERE b.id = $1 FOR UPDATE OF b",
     )
@@ -200,6 +172,7 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
     .await?;
     let Some(row) = row else { return Ok(()) };
     if perfbisect_wire::api::status_is_final(&row.status) {
+        state.graphs.forget(bisect);
         return Ok(());
     }
 
@@ -222,8 +195,9 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    let (graph, points) = load_graph(&mut *tx, bisect).await?;
-    let evidence = load_evidence(&mut tx, bisect, &row.metric, &points).await?;
+    let loaded = state.graphs.get(&mut *tx, bisect).await?;
+    let (graph, points) = (&loaded.graph, &loaded.points);
+    let evidence = load_evidence(&mut tx, bisect, &row.metric, points).await?;
     // Nothing can be decided about a range whose endpoints cannot be built.
     let bad_sha = graph.id(graph.bad()).to_string();
     let broken_end: Option<(String, Option<String>)> = sqlx::query_as(
@@ -253,7 +227,7 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
     )
     .bind(bisect)
     .bind(&row.tbox_group)
-    .bind(LIVE_HOST_WINDOW_SECS)
+    .bind(LIVE_HOST_WINDOW_SECS as f64)
     .fetch_one(&mut *tx)
     .await?;
     let idle = live_hosts.max(1) - outstanding;
@@ -268,10 +242,11 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         },
         magnitude: row.magnitude_pct.map(|p| p / 100.0),
         idle_hosts: idle.max(1) as u32,
+        first_parent: row.first_parent,
         ..Settings::default()
     };
     // The engine is pure and synchronous; a panic in it must fail this bisect, not the server.
-    let decided = std::panic::catch_unwind(|| decide(&graph, &evidence, &settings));
+    let decided = std::panic::catch_unwind(|| decide(graph, &evidence, &settings));
     let (decision, assessments) = match decided {
         Ok(d) => d,
         Err(panic) => {
@@ -292,7 +267,8 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    store_assessments(&mut tx, bisect, &graph, &assessments).await?;
+    store_assessments(&mut tx, bisect, graph, &assessments).await?;
+    let over = matches!(decision, Decision::Done(_));
     match decision {
         Decision::Measure {
             phase,
@@ -362,6 +338,9 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         }
     }
     tx.commit().await?;
+    if over {
+        state.graphs.forget(bisect);
+    }
     Ok(())
 }
 
@@ -419,6 +398,8 @@ pub async fn finish(
     .execute(&mut *tx)
     .await?;
     event(&mut *tx, bisect, status, reason).await?;
+    // The outcome and its mail commit together (the transactional outbox).
+    crate::notify::outbox::enqueue(&mut *tx, bisect, status).await?;
     tracing::info!(bisect, status, reason, "bisect finished");
     Ok(())
 }

@@ -1,17 +1,16 @@
 //! The REST API in-process, against a real PostgreSQL database (fresh per test) and real git
 //! repositories made with the `git` command.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use perfbisect_server::{AppState, api, auth, db};
+use axum::http::StatusCode;
+use perfbisect_server::AppState;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use tower::ServiceExt;
 
-const TOKEN: &str = "test-api-token";
-const ENROLL: &str = "test-enroll-token";
+mod common;
+
+use common::{ENROLL, TOKEN};
 
 struct Fixture {
     state: AppState,
@@ -61,27 +60,10 @@ fn make_repo(dir: &Path) {
 }
 
 async fn fixture() -> Fixture {
-    let url = perfbisect_server::pg::testing::fresh_database()
-        .await
-        .unwrap();
-    let pool = db::connect(&url).await.unwrap();
-    db::migrate(&pool).await.unwrap();
-    auth::ensure_token(&pool, "api", "test", TOKEN)
-        .await
-        .unwrap();
-    auth::ensure_token(&pool, "enroll", "test", ENROLL)
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let (state, dir) = common::state("http://test").await;
     let repo = dir.path().join("src");
     std::fs::create_dir_all(&repo).unwrap();
     make_repo(&repo);
-    let state = AppState::new(
-        pool,
-        dir.path(),
-        Duration::from_secs(30),
-        "http://test".into(),
-    );
     Fixture {
         state,
         _dir: dir,
@@ -96,28 +78,8 @@ async fn call(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(path);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string()))
-            .unwrap(),
-        None => req.body(Body::empty()).unwrap(),
-    };
-    let resp = api::router(f.state.clone()).oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
-        .await
-        .unwrap();
-    let value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-    };
-    (status, value)
+    let (status, text) = common::request(&f.state, method, path, token, body).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 const JOB: &str =
@@ -599,4 +561,48 @@ async fn openapi_document_lists_the_api() {
             "{path} missing from the OpenAPI document"
         );
     }
+}
+
+#[tokio::test]
+async fn a_merge_whose_first_parent_is_good_is_marked_for_first_parent_mode() {
+    let f = with_repo().await;
+    // X = merge of side's s1 into c2 (detached): first parent c2 is good, second parent s1 a candidate.
+    git(&f.repo, &["checkout", "-q", "--detach", "main~3"]);
+    git(
+        &f.repo,
+        &["merge", "-q", "--no-ff", "-m", "merge side", "sidetag"],
+    );
+    git(&f.repo, &["tag", "x"]);
+    git(&f.repo, &["checkout", "-q", "main"]);
+    let mut body = submit_body("main~3", "x");
+    body["first_parent"] = json!(true);
+    let (s, v) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["candidates_total"], json!(2), "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let rows: Vec<(String, Vec<i32>, bool)> = sqlx::query_as(
+        "SELECT sha, parents, first_parent_outside FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
+    )
+    .bind(id)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    let x = git(&f.repo, &["rev-parse", "x"]);
+    let s1 = git(&f.repo, &["rev-parse", "sidetag"]);
+    assert_eq!(
+        rows[0],
+        (s1, vec![], false),
+        "s1 has no parent among the candidates"
+    );
+    assert_eq!(
+        rows[1],
+        (x, vec![0], true),
+        "x's first parent (c2) is good, its second is s1"
+    );
+    let first_parent: bool = sqlx::query_scalar("SELECT first_parent FROM bisects WHERE id = $1")
+        .bind(id)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert!(first_parent);
 }

@@ -100,6 +100,7 @@ impl Lab {
                 max_runs: None,
                 notify: vec![],
                 use_merge_base: false,
+                first_parent: false,
             })
             .await
             .unwrap()

@@ -56,6 +56,7 @@ pub async fn submit(
             max_runs: None,
             notify: vec![],
             use_merge_base: false,
+            first_parent: false,
         })
         .await
         .unwrap()

@@ -32,12 +32,22 @@ use std::fmt::Write;
 
 /// Prior probability that the range holds no change at all.
 const NO_CHANGE_PRIOR: f64 = 0.2;
-/// Degrees of freedom of the Student-t robustness weights.
-const NU: f64 = 4.0;
 /// Each endpoint is topped up to at least this share of all samples while searching.
-const ENDPOINT_SHARE: f64 = 0.1;
+const ENDPOINT_SHARE: f64 = 0.12;
+/// An endpoint is measured when its side holds less than this fraction of the other's
+/// samples and fewer than `SIDE_PRECISION / d²` (d: the change in noise units).
+const BALANCE: f64 = 0.5;
+const SIDE_PRECISION: f64 = 0.0;
+/// "No change" ends the bisect at probability 1 − this × (1 − confidence) (0.95 for 0.99).
+const NOT_REPRODUCED_FACTOR: f64 = 5.0;
+/// Runs a request: enough for one point to show (RUNS_Z / d)² noise units of evidence.
+const RUNS_Z: f64 = 1.0;
+/// Verification pairs are asked in chunks of this share of the pairs a full test needs.
+const VERIFY_CHUNK: f64 = 0.15;
+/// Verification starts at probability 1 − this × (1 − confidence) (0.9 for 0.99).
+const VERIFY_START: f64 = 10.0;
 /// One-sided level of the paired test that verifies the culprit against its parent.
-const VERIFY_ALPHA: f64 = 0.05;
+const VERIFY_ALPHA: f64 = 0.1;
 
 /// The engine's belief after the evidence.
 #[derive(Debug, Clone)]
@@ -54,6 +64,10 @@ pub(crate) struct Belief {
     pub noise: f64,
     /// Samples used.
     pub samples: usize,
+    /// Tail index of the noise model chosen (Student-t degrees of freedom; None: Gaussian).
+    pub tail: Option<f64>,
+    /// The most probable candidates (up to 64), by decreasing probability.
+    pub ranked: Vec<(usize, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -112,40 +126,66 @@ impl Stats {
     }
 }
 
+/// A fast, non-cryptographic hasher for bitset rows (FxHash's multiply-rotate).
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+type BuildFx = std::hash::BuildHasherDefault<Fx>;
+
 /// One component of the prior on δ (relative units): weight, mean, standard deviation.
 type Component = (f64, f64, f64);
 
+/// The prior on the relative change δ under "there is a change".
+///
+/// Non-local: normals centred at ±1%, ±2%, ... ±32% with a third of that as standard
+/// deviation, so the prior covers 0.5%–45% in both directions but puts almost no mass near
+/// zero. A range without change then gathers evidence for "no change" exponentially fast
+/// instead of at the √n rate of a prior that allows arbitrarily small changes; changes
+/// below about half a percent count as "no change" (not worth a bisect). A direction keeps
+/// one sign; a magnitude m adds ±m (sd m/2.5) with 80% of the weight.
 fn delta_prior(settings: &Settings) -> Vec<Component> {
-    let sign = match settings.direction {
-        Some(Direction::Increase) => Some(1.0),
-        Some(Direction::Decrease) => Some(-1.0),
-        None => None,
+    let signs: &[f64] = match settings.direction {
+        Some(Direction::Increase) => &[1.0],
+        Some(Direction::Decrease) => &[-1.0],
+        None => &[1.0, -1.0],
     };
-    let broad: Vec<Component> = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32]
-        .iter()
-        .map(|&tau| match sign {
-            // A direction without a magnitude: normals centred at ±τ, mostly on one side.
-            Some(s) => (1.0, s * tau, tau / 1.5),
-            None => (1.0, 0.0, tau),
-        })
-        .collect();
+    let scales = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32];
+    let k = (scales.len() * signs.len()) as f64;
+    let broad = |weight: f64| {
+        scales
+            .iter()
+            .flat_map(move |&tau| signs.iter().map(move |&s| (weight / k, s * tau, tau / 3.0)))
+    };
     match settings.magnitude.filter(|m| m.is_finite() && *m != 0.0) {
-        None => broad,
+        None => broad(1.0).collect(),
         Some(m) => {
-            // The user's magnitude (with its sign if no direction) carries 80%, both signs
-            // when the direction is unknown; the broad mixture keeps 20% for surprises.
             let m = m.abs();
-            let mut out = Vec::new();
-            match sign {
-                Some(s) => out.push((0.8, s * m, m / 2.0)),
-                None => {
-                    out.push((0.4, m, m / 2.0));
-                    out.push((0.4, -m, m / 2.0));
-                }
-            }
-            let k = broad.len() as f64;
-            out.extend(broad.into_iter().map(|(_, mu, sd)| (0.2 / k, mu, sd)));
-            out
+            let hint = signs
+                .iter()
+                .map(|&s| (0.8 / signs.len() as f64, s * m, m / 2.5));
+            hint.chain(broad(0.2)).collect()
         }
     }
 }
@@ -170,68 +210,135 @@ fn log_sum_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
     m + xs.map(|x| (x - m).exp()).sum::<f64>().ln()
 }
 
-/// Robustness weights for every sample of every point (same shape as `zs`) and the t scale.
+/// Log-likelihood of residuals `r` under Student-t with `nu` degrees of freedom (None:
+/// Gaussian), with the scale fitted by EM; returns it with the scale.
+fn fit_scale(r: &[f64], nu: Option<f64>, start: f64) -> (f64, f64) {
+    let n = r.len() as f64;
+    let mut s2 = start * start;
+    match nu {
+        None => {
+            s2 = (r.iter().map(|x| x * x).sum::<f64>() / n).max(1e-300);
+            let ll = -0.5 * n * (2.0 * std::f64::consts::PI * s2).ln() - 0.5 * n;
+            (ll, s2.sqrt())
+        }
+        Some(nu) => {
+            for _ in 0..50 {
+                let acc: f64 = r
+                    .iter()
+                    .map(|x| (nu + 1.0) / (nu + x * x / s2) * x * x)
+                    .sum();
+                let next = (acc / n).max(s2 * 1e-6);
+                let done = (next - s2).abs() <= 1e-7 * s2;
+                s2 = next;
+                if done {
+                    break;
+                }
+            }
+            use statrs::function::gamma::ln_gamma;
+            let c = ln_gamma((nu + 1.0) / 2.0)
+                - ln_gamma(nu / 2.0)
+                - 0.5 * (nu * std::f64::consts::PI).ln()
+                - 0.5 * s2.ln();
+            let ll: f64 = r
+                .iter()
+                .map(|x| c - (nu + 1.0) / 2.0 * (1.0 + x * x / (nu * s2)).ln())
+                .sum();
+            (ll, s2.sqrt())
+        }
+    }
+}
+
+/// Robustness weights for every sample of every point (same shape as `zs`), the scale of
+/// the noise, and the tail index chosen (None: Gaussian).
+///
+/// Residuals are taken from the median of the point's other samples (points with three or
+/// more), else from the nearer endpoint median. The noise shape is chosen among Student-t
+/// with 3, 5 and 10 degrees of freedom and the Gaussian by likelihood, so Gaussian noise
+/// keeps weights of 1 (and the exact conjugate model) while heavy tails are down-weighted
+/// the way the t model would.
 fn robust_weights(
     zs: &[Vec<f64>],
     good: Option<usize>,
     bad: Option<usize>,
-) -> (Vec<Vec<f64>>, f64) {
+) -> (Vec<Vec<f64>>, f64, Option<f64>) {
     let endpoint_median = |i: Option<usize>| {
         i.filter(|&i| !zs[i].is_empty())
             .map(|i| median(&mut zs[i].clone()))
     };
     let (mg, mb) = (endpoint_median(good), endpoint_median(bad));
     let mut residuals: Vec<Vec<f64>> = Vec::with_capacity(zs.len());
+    let mut fit: Vec<f64> = Vec::new();
     for v in zs {
-        let own = if v.len() >= 3 {
-            Some(median(&mut v.clone()))
-        } else {
-            None
-        };
-        residuals.push(
-            v.iter()
-                .map(|&z| {
-                    let reference = own.unwrap_or_else(|| match (mg, mb) {
-                        (Some(a), Some(b)) => {
-                            if (z - a).abs() <= (z - b).abs() {
-                                a
-                            } else {
-                                b
-                            }
-                        }
-                        (Some(a), None) | (None, Some(a)) => a,
-                        (None, None) => 0.0,
-                    });
-                    z - reference
+        if v.len() >= 10 {
+            // Many samples: the point's own median is as good as leaving one out.
+            let m = median(&mut v.clone());
+            let r: Vec<f64> = v.iter().map(|&z| z - m).collect();
+            fit.extend(&r);
+            residuals.push(r);
+        } else if v.len() >= 3 {
+            let mut others = Vec::with_capacity(v.len() - 1);
+            let r: Vec<f64> = (0..v.len())
+                .map(|i| {
+                    others.clear();
+                    others.extend(
+                        v.iter()
+                            .enumerate()
+                            .filter(|&(j, _)| j != i)
+                            .map(|(_, &x)| x),
+                    );
+                    v[i] - median(&mut others)
                 })
-                .collect(),
-        );
-    }
-    let mut all: Vec<f64> = residuals.iter().flatten().map(|r| r.abs()).collect();
-    let count = all.len().max(1) as f64;
-    let mut s2 = (1.4826 * median(&mut all)).powi(2);
-    if s2 <= 0.0 || !s2.is_finite() {
-        // Identical samples: keep every weight at 1.
-        return (zs.iter().map(|v| vec![1.0; v.len()]).collect(), 0.0);
-    }
-    for _ in 0..30 {
-        let mut acc = 0.0;
-        for r in residuals.iter().flatten() {
-            let lambda = (NU + 1.0) / (NU + r * r / s2);
-            acc += lambda * r * r;
-        }
-        let next = (acc / count).max(s2 * 1e-6);
-        let done = (next - s2).abs() <= 1e-9 * s2;
-        s2 = next;
-        if done {
-            break;
+                .collect();
+            fit.extend(&r);
+            residuals.push(r);
+        } else {
+            residuals.push(
+                v.iter()
+                    .map(|&z| {
+                        let reference = match (mg, mb) {
+                            (Some(a), Some(b)) if (z - a).abs() > (z - b).abs() => b,
+                            (Some(a), _) | (None, Some(a)) => a,
+                            (None, None) => 0.0,
+                        };
+                        z - reference
+                    })
+                    .collect(),
+            );
         }
     }
+    if fit.len() < 12 {
+        fit = residuals.iter().flatten().copied().collect();
+    }
+    let mut abs: Vec<f64> = fit.iter().map(|r| r.abs()).collect();
+    let mad = 1.4826 * median(&mut abs);
+    let ones = || zs.iter().map(|v| vec![1.0; v.len()]).collect();
+    if mad <= 0.0 || !mad.is_finite() {
+        // Identical samples (a deterministic metric): every weight 1.
+        let rms = (fit.iter().map(|x| x * x).sum::<f64>() / fit.len().max(1) as f64).sqrt();
+        return (ones(), rms, None);
+    }
+    let choices: &[Option<f64>] = if fit.len() >= 20 {
+        &[None, Some(10.0), Some(5.0), Some(3.0)]
+    } else {
+        &[Some(10.0)]
+    };
+    // Heavier tails must beat the Gaussian clearly (2 nats a step), not by chance.
+    let (mut nu, mut best, mut scale) = (None, f64::NEG_INFINITY, mad);
+    for (step, &c) in choices.iter().enumerate() {
+        let (ll, sc) = fit_scale(&fit, c, mad);
+        if ll - 2.0 * step as f64 > best {
+            (nu, best, scale) = (c, ll - 2.0 * step as f64, sc);
+        }
+    }
+    let Some(nu) = nu else {
+        return (ones(), scale, None);
+    };
+    let s2 = scale * scale;
     let weights = residuals
         .iter()
-        .map(|v| v.iter().map(|r| (NU + 1.0) / (NU + r * r / s2)).collect())
+        .map(|v| v.iter().map(|r| (nu + 1.0) / (nu + r * r / s2)).collect())
         .collect();
-    (weights, s2.sqrt())
+    (weights, scale, Some(nu))
 }
 
 /// The posterior. `allowed` masks the candidates that may be the culprit.
@@ -279,7 +386,7 @@ pub(crate) fn belief(
     let bad_i = points
         .iter()
         .position(|&p| p == Point::Candidate(graph.bad()));
-    let (weights, scale) = robust_weights(&zs, good_i, bad_i);
+    let (weights, scale, tail) = robust_weights(&zs, good_i, bad_i);
     let stats: Vec<Stats> = zs
         .iter()
         .zip(&weights)
@@ -324,11 +431,16 @@ pub(crate) fn belief(
             }
         }
     }
-    let mut sig_index: HashMap<&[u64], u32> = HashMap::new();
+    let mut sig_index: HashMap<&[u64], u32, BuildFx> = HashMap::default();
     let mut sig_of = vec![0u32; n];
     let mut sig_rows: Vec<usize> = Vec::new();
     for c in 0..n {
         let row = &bits[c * words..(c + 1) * words];
+        if c > 0 && row == &bits[(c - 1) * words..c * words] {
+            // Runs of commits between measured points share a signature: skip the hash.
+            sig_of[c] = sig_of[c - 1];
+            continue;
+        }
         let next = sig_rows.len() as u32;
         let id = *sig_index.entry(row).or_insert_with(|| {
             sig_rows.push(c);
@@ -340,7 +452,11 @@ pub(crate) fn belief(
     // Marginal likelihood per signature (constants shared by all hypotheses dropped).
     let prior = delta_prior(settings);
     let count = total.n;
-    let power = (count - 1.0).max(0.0) / 2.0;
+    // With Student-t weights held fixed, the weighted Gaussian likelihood is sharper than the
+    // t likelihood it stands for: its information per sample is 1/s² where the t model's is
+    // (ν+1)/((ν+3)s²). Temper the fit by that ratio so the posterior stays calibrated.
+    let temper = tail.map_or(1.0, |nu| (nu + 1.0) / (nu + 3.0));
+    let power = temper * (count - 1.0).max(0.0) / 2.0;
     let floor = 1e-18 * count.max(1.0);
     let scale2 = (scale * scale).max(1e-12);
     let log_ml0 = -power * (total.ss() + floor).ln();
@@ -373,21 +489,34 @@ pub(crate) fn belief(
         .collect();
 
     let allowed_count = allowed.iter().filter(|&&a| a).count().max(1) as f64;
-    let log_prior = ((1.0 - NO_CHANGE_PRIOR) / allowed_count).ln();
-    let log_post: Vec<f64> = (0..n)
+    let no_change_prior = NO_CHANGE_PRIOR;
+    let log_prior = ((1.0 - no_change_prior) / allowed_count).ln();
+    // Every allowed commit with the same signature has the same posterior: work per signature.
+    let mut allowed_per_sig = vec![0usize; log_ml.len()];
+    for c in 0..n {
+        if allowed[c] {
+            allowed_per_sig[sig_of[c] as usize] += 1;
+        }
+    }
+    let log0 = no_change_prior.ln() + log_ml0;
+    let z = log_sum_exp(
+        (0..log_ml.len())
+            .filter(|&i| allowed_per_sig[i] > 0)
+            .map(|i| log_prior + (allowed_per_sig[i] as f64).ln() + log_ml[i])
+            .chain(std::iter::once(log0)),
+    );
+    let sig_p: Vec<f64> = log_ml.iter().map(|&l| (log_prior + l - z).exp()).collect();
+    let p: Vec<f64> = (0..n)
         .map(|c| {
             if allowed[c] {
-                log_prior + log_ml[sig_of[c] as usize]
+                sig_p[sig_of[c] as usize]
             } else {
-                f64::NEG_INFINITY
+                0.0
             }
         })
         .collect();
-    let log0 = NO_CHANGE_PRIOR.ln() + log_ml0;
-    let z = log_sum_exp(log_post.iter().copied().chain(std::iter::once(log0)));
-    let p: Vec<f64> = log_post.iter().map(|&l| (l - z).exp()).collect();
     let no_change = (log0 - z).exp();
-    let bad = graph.weights(&vec![true; n], &p);
+    let bad = graph.ancestor_mass(&p);
 
     // Estimates under the most probable hypothesis, for explanations and run counts.
     let map = (0..n)
@@ -401,6 +530,7 @@ pub(crate) fn belief(
     } else {
         (0.0, (total.uss() / (count - 1.0).max(1.0)).sqrt())
     };
+    let ranked = ranked(&p, 64);
     Belief {
         p,
         no_change,
@@ -408,6 +538,8 @@ pub(crate) fn belief(
         change,
         noise,
         samples,
+        tail,
+        ranked,
     }
 }
 
@@ -421,14 +553,28 @@ impl Point {
 }
 
 /// Candidates by decreasing probability until they hold `target` (at most `limit` of them).
-fn smallest_set(p: &[f64], target: f64, limit: usize) -> Vec<(usize, f64)> {
-    let mut order: Vec<usize> = (0..p.len()).filter(|&c| p[c] > 0.0).collect();
-    order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+fn ranked(p: &[f64], limit: usize) -> Vec<(usize, f64)> {
+    let max = p.iter().copied().fold(0.0, f64::max);
+    let mut order: Vec<usize> = (0..p.len())
+        .filter(|&c| p[c] > 0.0 && p[c] >= 1e-12 * max)
+        .collect();
+    let by_p = |a: &usize, b: &usize| p[*b].total_cmp(&p[*a]).then(a.cmp(b));
+    if order.len() > limit {
+        order.select_nth_unstable_by(limit, by_p);
+        order.truncate(limit);
+    }
+    order.sort_by(by_p);
+    order.into_iter().map(|c| (c, p[c])).collect()
+}
+
+/// The most probable candidates, by decreasing probability, until they hold `target` (at most
+/// `limit` of them), from a [`ranked`] list.
+fn smallest_set(ranked: &[(usize, f64)], target: f64, limit: usize) -> Vec<(usize, f64)> {
     let mut out = Vec::new();
     let mut acc = 0.0;
-    for c in order.into_iter().take(limit) {
-        out.push((c, p[c]));
-        acc += p[c];
+    for &(c, p) in ranked.iter().take(limit) {
+        out.push((c, p));
+        acc += p;
         if acc >= target {
             break;
         }
@@ -443,13 +589,17 @@ fn short(graph: &CandidateGraph, c: usize) -> String {
 
 fn describe(graph: &CandidateGraph, b: &Belief) -> String {
     let mut s = format!(
-        "P(no change) {:.4}; change {:+.2}% with noise {:.2}% over {} samples; top:",
+        "P(no change) {:.4}; change {:+.2}% with noise {:.2}% ({}) over {} samples; top:",
         b.no_change,
         100.0 * b.change,
         100.0 * b.noise,
+        match b.tail {
+            None => "gaussian".to_string(),
+            Some(nu) => format!("student-t {nu}"),
+        },
         b.samples
     );
-    for (c, p) in smallest_set(&b.p, 0.99, 5) {
+    for (c, p) in smallest_set(&b.ranked, 0.99, 5) {
         let _ = write!(s, " {} {:.4}", short(graph, c), p);
     }
     s
@@ -546,7 +696,7 @@ pub(crate) fn decide(
     let pending_at = |p: Point| ev.pending.get(&p).copied().unwrap_or(0);
     let bad_point = Point::Candidate(graph.bad());
     let endpoints = [Point::Good, bad_point];
-    let top = |limit| smallest_set(&b.p, conf, limit);
+    let top = |limit| smallest_set(&b.ranked, conf, limit);
     let done = |o: Outcome| (Decision::Done(o), assessments.clone());
     let measure = |phase, requests: Vec<Request>, why: String| {
         let requests = cap(requests, budget);
@@ -577,9 +727,19 @@ pub(crate) fn decide(
         )
     };
 
-    if b.no_change >= conf {
+    // "No change" may end the bisect at a lower bar than a culprit: stopping early here costs
+    // a missed change at worst, never a wrong culprit (the simulator checks the rate).
+    let not_reproduced_at = (1.0 - NOT_REPRODUCED_FACTOR * (1.0 - conf)).max(0.9);
+    if b.no_change >= not_reproduced_at {
         let reason = format!("no change between the endpoints: {}", describe(graph, &b));
         return done(Outcome::NotReproduced { reason });
+    }
+    if ev.untestable.contains(&graph.bad()) {
+        let reason = "the bad commit cannot be built or booted: nothing to reproduce".to_string();
+        return done(Outcome::Inconclusive {
+            reason,
+            candidates: vec![],
+        });
     }
     if spent >= settings.max_runs {
         let reason = format!(
@@ -629,7 +789,24 @@ pub(crate) fn decide(
         .map(|c| (c, b.p[c]))
         .max_by(|x, y| x.1.total_cmp(&y.1))
         .expect("non-empty graph");
-    if pk >= conf {
+    // Verification starts a little before the target: culprit-vs-parent pairs are also the
+    // runs that best settle the last doubt (is the parent good, is the culprit bad), so the
+    // end of the search and the verification share them.
+    let verify_from = (1.0 - VERIFY_START * (1.0 - conf)).max(0.5).min(conf);
+    if pk >= verify_from && ev.untestable.contains(&k) {
+        if pk >= conf {
+            let reason = format!(
+                "the most probable culprit {} ({pk:.4}) cannot be built or booted, so it cannot be \
+                 verified against its parent; {}",
+                short(graph, k),
+                describe(graph, &b)
+            );
+            return done(Outcome::Inconclusive {
+                reason,
+                candidates: top(20),
+            });
+        }
+    } else if pk >= verify_from {
         let parent = graph
             .first_parent(k)
             .filter(|p| !ev.untestable.contains(p))
@@ -649,13 +826,13 @@ pub(crate) fn decide(
             },
             p_value
         );
-        if pairs.len() >= need && p_value < VERIFY_ALPHA {
+        if pk >= conf && pairs.len() >= 3 && p_value < VERIFY_ALPHA {
             return done(Outcome::Found {
                 culprit: k,
                 confidence: pk,
             });
         }
-        if pairs.len() >= 3 * need {
+        if pk >= conf && pairs.len() >= 3 * need {
             let reason = format!(
                 "verification of {} failed ({verdict}); {}",
                 short(graph, k),
@@ -666,7 +843,8 @@ pub(crate) fn decide(
                 candidates: top(20),
             });
         }
-        if pending_at(Point::Candidate(k)) > 0 || pending_at(parent) > 0 {
+        let busy = pending_at(Point::Candidate(k)) > 0 || pending_at(parent) > 0;
+        if pk >= conf && busy {
             return (
                 Decision::Wait {
                     phase: Phase::Verifying,
@@ -674,21 +852,21 @@ pub(crate) fn decide(
                 assessments,
             );
         }
-        let runs = if pairs.len() < need {
-            need - pairs.len()
-        } else {
-            need.div_ceil(2)
-        } as u32;
-        let request = Request {
-            point: Point::Candidate(k),
-            runs: runs.min(4 * rpr),
-            pair_with: Some(parent),
-        };
-        let why = format!(
-            "verifying {} ({pk:.4}) against its parent, interleaved: {verdict}",
-            short(graph, k)
-        );
-        return measure(Phase::Verifying, vec![request], why);
+        if pk >= conf || (pairs.len() < need && !busy) {
+            // In chunks, checking after each: most changes verify long before `need` pairs.
+            let chunk = (need as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+            let request = Request {
+                point: Point::Candidate(k),
+                runs: chunk.min(2 * rpr),
+                pair_with: Some(parent),
+            };
+            let why = format!(
+                "verifying {} ({pk:.4}) against its parent, interleaved: {verdict}",
+                short(graph, k)
+            );
+            return measure(Phase::Verifying, vec![request], why);
+        }
+        // Below the target with enough pairs: the doubt is elsewhere, so search on.
     }
 
     // A culprit set that no testable commit can split: report it.
@@ -699,7 +877,7 @@ pub(crate) fn decide(
         for &(c, p) in &set {
             in_set[c] = p;
         }
-        let below = graph.weights(&vec![true; n], &in_set);
+        let below = graph.ancestor_mass(&in_set);
         let splittable = (0..n).any(|c| {
             !ev.untestable.contains(&c) && below[c] > 1e-12 * mass && below[c] < mass * (1.0 - 1e-9)
         });
@@ -728,17 +906,37 @@ pub(crate) fn decide(
     } else {
         10.0
     };
-    let runs = ((1.5 / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr);
+    let runs = ((RUNS_Z / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr);
     let mut requests: Vec<Request> = Vec::new();
+    // Keep both sides measured: the change is only as well known as the level of the side
+    // with fewer samples, so top up the endpoint of a side that falls behind.
     let total = (spent + in_flight) as f64;
-    for p in endpoints {
+    let cand_mass = (1.0 - b.no_change).max(1e-300);
+    let (mut side_good, mut side_bad) = (0.0, 0.0);
+    for (&p, s) in &ev.samples {
+        let k = s.len() as f64 + pending_at(p) as f64;
+        let bad = match p {
+            Point::Good => 0.0,
+            Point::Candidate(c) if c < n => (b.bad[c] / cand_mass).min(1.0),
+            Point::Candidate(_) => continue,
+        };
+        side_good += k * (1.0 - bad);
+        side_bad += k * bad;
+    }
+    // Enough samples on a side to know its level to a quarter of the change.
+    let side_need = SIDE_PRECISION / (d * d).max(1e-6);
+    let balance = BALANCE;
+    for (p, mine, other) in [
+        (Point::Good, side_good, side_bad),
+        (bad_point, side_bad, side_good),
+    ] {
         let have = n_end(p) as f64 + pending_at(p) as f64;
-        if have < ENDPOINT_SHARE * total && pending_at(p) == 0 && requests.len() < idle {
+        let behind = (mine < side_need && mine < balance * other) || have < ENDPOINT_SHARE * total;
+        if behind && pending_at(p) == 0 && requests.len() < idle {
             requests.push(Request::new(p, runs));
         }
     }
     let slots = idle - requests.len();
-    let cand_mass = (1.0 - b.no_change).max(1e-300);
     let f = |c: usize| b.bad[c] / cand_mass;
     // Pending measurements already cover some quantiles.
     let mut busy: Vec<f64> = Vec::new();
@@ -764,11 +962,24 @@ pub(crate) fn decide(
         }
     }
     // The testable commit nearest each remaining target.
+    let mut blocked = vec![false; n];
+    for &c in &ev.untestable {
+        if c < n {
+            blocked[c] = true;
+        }
+    }
+    for (p, &k) in &ev.pending {
+        if let Point::Candidate(c) = *p
+            && c < n
+            && k > 0
+        {
+            blocked[c] = true;
+        }
+    }
     let mut best: Vec<Option<(f64, usize)>> = vec![None; targets.len()];
     if !targets.is_empty() {
-        for c in 0..n {
-            if c == graph.bad() || ev.untestable.contains(&c) || pending_at(Point::Candidate(c)) > 0
-            {
+        for (c, &skip) in blocked.iter().enumerate() {
+            if c == graph.bad() || skip {
                 continue;
             }
             let fc = f(c);
@@ -822,7 +1033,9 @@ mod tests {
     #[test]
     fn smallest_set_reaches_the_target() {
         let p = [0.5, 0.3, 0.15, 0.05];
-        assert_eq!(smallest_set(&p, 0.9, 10).len(), 3);
-        assert_eq!(smallest_set(&p, 0.9, 2).len(), 2);
+        let r = ranked(&p, 64);
+        assert_eq!(r[0], (0, 0.5));
+        assert_eq!(smallest_set(&r, 0.9, 10).len(), 3);
+        assert_eq!(smallest_set(&r, 0.9, 2).len(), 2);
     }
 }

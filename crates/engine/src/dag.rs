@@ -9,6 +9,8 @@
 pub struct CandidateGraph {
     ids: Vec<String>,
     parents: Vec<Vec<usize>>,
+    /// [`CandidateGraph::weights`]' plan for the whole set, computed on first use.
+    full_plan: std::sync::OnceLock<AncestryPlan>,
     /// Commits whose first parent is outside the set although another parent is inside.
     first_parent_outside: Vec<bool>,
 }
@@ -44,6 +46,7 @@ impl CandidateGraph {
         Ok(Self {
             ids,
             parents,
+            full_plan: std::sync::OnceLock::new(),
             first_parent_outside,
         })
     }
@@ -150,6 +153,23 @@ impl CandidateGraph {
     /// merge on that path) and stop there. The cost is the number of (commit, merge that
     /// brought it in) pairs, about N when topic branches are merged once.
     pub fn weights(&self, set: &[bool], mass: &[f64]) -> Vec<f64> {
+        if set.iter().all(|&s| s) {
+            return self.full_plan.get_or_init(|| self.plan(set)).apply(mass);
+        }
+        self.plan(set).apply(mass)
+    }
+
+    /// [`CandidateGraph::weights`] over the whole candidate set: for every candidate, the
+    /// total `mass` of its ancestors-or-self. Reuses a plan cached in the graph.
+    pub fn ancestor_mass(&self, mass: &[f64]) -> Vec<f64> {
+        self.full_plan
+            .get_or_init(|| self.plan(&vec![true; self.len()]))
+            .apply(mass)
+    }
+
+    /// The mass-independent part of [`CandidateGraph::weights`]: the spanning forest and,
+    /// for every merge, the commits it brings in. Cached for the whole candidate set.
+    fn plan(&self, set: &[bool]) -> AncestryPlan {
         let n = self.len();
         let nil = u32::MAX;
         // Spanning forest: the parent inside the set with the longest history below it (the
@@ -176,24 +196,18 @@ impl CandidateGraph {
         // homes: for each commit, the merges it was new to (a linked list in an arena).
         let mut head = vec![nil; n];
         let mut arena: Vec<(u32, u32)> = Vec::new();
-        let mut w = vec![0.0; n];
+        let mut new_start = vec![0u32; n + 1];
+        let mut new_nodes: Vec<u32> = Vec::new();
         let mut stamp = vec![0u32; n];
         let mut round = 0u32;
         let mut stack = Vec::new();
         for c in 0..n {
-            if !set[c] {
-                continue;
-            }
+            new_start[c] = new_nodes.len() as u32;
             let tp = tree_parent[c];
-            if tp == nil {
-                w[c] = mass[c];
+            if !set[c] || tp == nil || self.parents[c].len() < 2 {
                 continue;
             }
             let tp = tp as usize;
-            w[c] = w[tp] + mass[c];
-            if self.parents[c].len() < 2 {
-                continue;
-            }
             // Commits below the other parents that are not ancestors of `tp` are new to `c`.
             let below_tp = |x: usize, head: &[u32], arena: &[(u32, u32)]| {
                 if on_path(x, tp) {
@@ -220,7 +234,7 @@ impl CandidateGraph {
                 if below_tp(x, &head, &arena) {
                     continue;
                 }
-                w[c] += mass[x];
+                new_nodes.push(x as u32);
                 arena.push((c as u32, head[x]));
                 head[x] = (arena.len() - 1) as u32;
                 for &p in &self.parents[x] {
@@ -231,7 +245,14 @@ impl CandidateGraph {
                 }
             }
         }
-        w
+        new_start[n] = new_nodes.len() as u32;
+        let in_set = set.to_vec();
+        AncestryPlan {
+            tree_parent,
+            new_start,
+            new_nodes,
+            in_set,
+        }
     }
 
     /// git's bisection point of `set`: the commit maximising min(w, n − w), where w counts
@@ -249,6 +270,36 @@ impl CandidateGraph {
                 (c, w.min(total - w))
             })
             .max_by_key(|&(c, d)| (d, std::cmp::Reverse(c)))
+    }
+}
+
+/// How to sum masses over ancestors: w(c) = w(tree parent) + m(c) + the masses of the
+/// commits merge c brings in.
+#[derive(Debug, Clone)]
+struct AncestryPlan {
+    tree_parent: Vec<u32>,
+    new_start: Vec<u32>,
+    new_nodes: Vec<u32>,
+    in_set: Vec<bool>,
+}
+
+impl AncestryPlan {
+    fn apply(&self, mass: &[f64]) -> Vec<f64> {
+        let n = self.tree_parent.len();
+        let mut w = vec![0.0; n];
+        for c in 0..n {
+            if !self.in_set[c] {
+                continue;
+            }
+            let tp = self.tree_parent[c];
+            let mut x = mass[c] + if tp == u32::MAX { 0.0 } else { w[tp as usize] };
+            let (a, b) = (self.new_start[c] as usize, self.new_start[c + 1] as usize);
+            for &k in &self.new_nodes[a..b] {
+                x += mass[k as usize];
+            }
+            w[c] = x;
+        }
+        w
     }
 }
 

@@ -26,7 +26,8 @@ pub enum Direction {
 pub struct Settings {
     /// Target probability that the reported culprit is right (default 0.99).
     pub confidence: f64,
-    /// Runs asked for in one request (one task).
+    /// Runs asked for in one request (one task); the Bayesian engine asks for fewer when
+    /// the change is large against the noise (one run then tells good from bad).
     pub runs_per_request: u32,
     /// Hard cap on all runs of the bisect; reaching it ends with `Inconclusive`.
     pub max_runs: u32,

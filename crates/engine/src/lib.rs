@@ -4,6 +4,17 @@
 //! [`Evidence`] from the stored runs and asks [`decide`] what to do next. Because
 //! the decision is a pure function of the graph and the evidence, a restarted
 //! server (or another replica) reaches the same decision from the same rows.
+//!
+//! Map:
+//! - `dag`: the candidate DAG, git's remaining set and split point, and sums of a mass over
+//!   every commit's ancestors in about linear time ([`CandidateGraph::ancestor_mass`]).
+//! - `bayes`: the default [`Strategy::Bayes`] — a posterior over every candidate and "no
+//!   change", with levels and noise integrated out, proposals at the quantiles of the
+//!   culprit mass, and verification against the parent (see the module's docs).
+//! - `threshold`: engine v1 ([`Strategy::Threshold`]), kept as a baseline.
+//! - `stats`: summaries and Welch's test, shared with the reports.
+//! - [`synth`] and [`sim`]: synthetic histories and a simulated lab, for tests, the
+//!   `bisect-sim` binary and benchmarks (the only code that draws random numbers).
 
 mod bayes;
 mod dag;

@@ -66,6 +66,9 @@ pub struct SubmitBisect {
     /// When good is not an ancestor of bad, bisect from their merge base instead of refusing.
     #[serde(default)]
     pub use_merge_base: bool,
+    /// Answer at merge level first: search the first-parent chain of bad.
+    #[serde(default)]
+    pub first_parent: bool,
 }
 
 /// Status of a bisect. `queued → reproducing → searching → verifying → found |

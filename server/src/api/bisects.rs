@@ -160,8 +160,8 @@ async fn submit_bisect(
     .await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
-                              magnitude_pct, confidence, max_runs, notify, submitted_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id",
+                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
     )
     .bind(repo_id)
     .bind(job_id)
@@ -176,6 +176,7 @@ async fn submit_bisect(
     .bind(req.max_runs.unwrap_or(400) as i32)
     .bind(serde_json::json!(req.notify))
     .bind(user.token_id)
+    .bind(req.first_parent)
     .fetch_one(&mut *tx)
     .await?;
     // One round trip for the whole candidate set (Linux ranges hold tens of thousands).
@@ -184,6 +185,7 @@ async fn submit_bisect(
     let mut parents = vec![String::from("{}")];
     let mut subjects = vec![range.good_subject.clone()];
     let mut authors = vec![range.good_author.clone()];
+    let mut first_parent_outside = vec![false];
     for (i, c) in range.candidates.iter().enumerate() {
         idx.push(i as i32);
         shas.push(c.sha.clone());
@@ -197,11 +199,13 @@ async fn submit_bisect(
         ));
         subjects.push(c.subject.clone());
         authors.push(c.author.clone());
+        first_parent_outside.push(c.first_parent_outside);
     }
     sqlx::query(
-        "INSERT INTO bisect_commits (bisect_id, idx, sha, parents, subject, author)
-         SELECT $1, i, s, p::int[], subj, a FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[])
-              AS u(i, s, p, subj, a)",
+        "INSERT INTO bisect_commits (bisect_id, idx, sha, parents, subject, author, first_parent_outside)
+         SELECT $1, i, s, p::int[], subj, a, fpo
+         FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[])
+              AS u(i, s, p, subj, a, fpo)",
     )
     .bind(id)
     .bind(&idx)
@@ -209,6 +213,7 @@ async fn submit_bisect(
     .bind(&parents)
     .bind(&subjects)
     .bind(&authors)
+    .bind(&first_parent_outside)
     .execute(&mut *tx)
     .await?;
     let mut story = format!(

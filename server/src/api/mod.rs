@@ -3,9 +3,12 @@
 
 mod bisects;
 mod kconfigs;
+mod reports;
 mod repositories;
 mod tasks;
 mod workers;
+
+pub(crate) use bisects::load_bisect;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -35,10 +38,12 @@ pub fn router(state: AppState) -> Router {
         .merge(workers::routes())
         .merge(kconfigs::routes())
         .merge(tasks::routes())
+        .merge(reports::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
         .merge(api)
+        .merge(crate::dashboard::routes())
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .with_state(state)
@@ -53,6 +58,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(workers::routes())
         .merge(kconfigs::routes())
         .merge(tasks::routes())
+        .merge(reports::routes())
         .split_for_parts();
     openapi
 }

@@ -4,17 +4,20 @@
 //! bisect-sim [--trials 1000] [--threads 2] [--only SUBSTRING]...   the standard cells
 //! bisect-sim --list                                                  list the standard cells
 //! bisect-sim --cell 'n=1000 shape=merges cv=0.02 noise=t3 w=8 conf=0.99 engine=bayes ...'
+//! bisect-sim --cell '...' --trace SEED                              one trial, every decision
 //! bisect-sim --bench [--n 100000] [--w 8]                            engine speed on a big DAG
 //! ```
 //! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
 //! (gauss|t3|bimodal|drift), skip (unbuildable rate), fail (incomplete-run rate), w, conf,
-//! engine (bayes|v1|git|lkp3), magnitude, change (yes|no), max (run cap), rpr.
+//! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr.
 
 use perfbisect_engine::sim::{
     Baseline, Noise, Trial, World, run_baseline, run_trial, run_trial_observed,
 };
 use perfbisect_engine::synth::{self, Shape, SplitMix};
-use perfbisect_engine::{Decision, Evidence, Outcome, Point, Settings, Strategy, decide};
+use perfbisect_engine::{
+    Decision, Direction, Evidence, Outcome, Point, Settings, Strategy, decide,
+};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -31,6 +34,8 @@ struct Cell {
     conf: f64,
     engine: String,
     magnitude: Option<f64>,
+    /// Direction told to the engine (true: increase).
+    up: Option<bool>,
     change: bool,
     max_runs: u32,
     rpr: u32,
@@ -50,6 +55,7 @@ impl Default for Cell {
             conf: 0.99,
             engine: "bayes".into(),
             magnitude: None,
+            up: None,
             change: true,
             max_runs: 3000,
             rpr: 5,
@@ -77,6 +83,7 @@ impl Cell {
                 "conf" => c.conf = num()?,
                 "engine" => c.engine = v.to_string(),
                 "magnitude" => c.magnitude = Some(num()?),
+                "dir" => c.up = Some(v == "up"),
                 "change" => c.change = v != "no",
                 "max" => c.max_runs = num()? as u32,
                 "rpr" => c.rpr = num()? as u32,
@@ -105,6 +112,9 @@ impl Cell {
         }
         if let Some(m) = self.magnitude {
             s += &format!(" mag={}%", 100.0 * m);
+        }
+        if let Some(up) = self.up {
+            s += if up { " dir=up" } else { " dir=down" };
         }
         if !self.change {
             s += " NO-CHANGE";
@@ -155,6 +165,13 @@ impl Cell {
             runs_per_request: self.rpr,
             max_runs: self.max_runs,
             magnitude: self.magnitude,
+            direction: self.up.map(|up| {
+                if up {
+                    Direction::Increase
+                } else {
+                    Direction::Decrease
+                }
+            }),
             idle_hosts: self.w,
             strategy,
             ..Settings::default()
@@ -174,37 +191,40 @@ impl Cell {
 
 /// The standard cells: the issue's targets, each beside its comparison.
 fn standard_cells() -> Vec<String> {
-    let mut cells = Vec::new();
+    let mut cells: Vec<String> = Vec::new();
+    // The headline targets, on histories with merges and linear ones, beside the baselines.
     for cv in ["0.01", "0.02", "0.05"] {
-        for shape in ["linear", "merges"] {
-            cells.push(format!("cv={cv} shape={shape}"));
-        }
+        cells.push(format!("cv={cv}"));
+        cells.push(format!("cv={cv} shape=linear"));
         for engine in ["git", "lkp3", "v1"] {
             cells.push(format!("cv={cv} engine={engine}"));
         }
     }
+    // Calibration at other confidence targets (0.99 is above).
     for conf in ["0.95", "0.999"] {
         cells.push(format!("conf={conf}"));
         cells.push(format!("conf={conf} cv=0.05"));
     }
-    cells.push("conf=0.95 cv=0.01".into());
-    cells.push("conf=0.999 cv=0.01".into());
+    // Cost against the size of the range.
+    cells.push("n=10000 cv=0.01".into());
     cells.push("n=10000".into());
-    cells.push("n=10000 cv=0.05".into());
+    // Ranges without a change.
+    cells.push("change=no cv=0.01".into());
     cells.push("change=no".into());
-    cells.push("change=no cv=0.05".into());
-    cells.push("change=no cv=0.05 magnitude=0.03".into());
+    // Real noise: heavy tails, two modes, drift; unbuildable commits and failed runs.
     cells.push("cv=0.05 noise=t3".into());
     cells.push("noise=t3".into());
     cells.push("noise=bimodal".into());
     cells.push("noise=drift".into());
-    cells.push("cv=0.05 magnitude=0.03".into());
     cells.push("skip=0.05".into());
     cells.push("skip=0.05 fail=0.05".into());
+    // Several hosts.
     for w in ["4", "8", "32"] {
         cells.push(format!("w={w}"));
     }
     cells.push("w=8 cv=0.05".into());
+    // A user who knows the magnitude and direction.
+    cells.push("cv=0.05 magnitude=0.03 dir=up".into());
     cells
 }
 
@@ -248,6 +268,13 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                         .map(|i| {
                             let seed = 1_000_003 * i as u64 + 17;
                             let (trial, world) = cell.trial(seed);
+                            if trial.stalled {
+                                eprintln!(
+                                    "{}: trial with seed {seed} hung: {:?}",
+                                    cell.name(),
+                                    trial.outcome
+                                );
+                            }
                             let correct = trial.correct(&world);
                             let found = matches!(trial.outcome, Outcome::Found { .. });
                             let wrong = found && !correct;
@@ -360,60 +387,75 @@ fn bench(n: usize, w: u32) {
         max_runs: 100_000,
         ..Settings::default()
     };
-    let world = World {
-        graph: graph.clone(),
-        culprit: Some(n / 3),
-        delta: 0.03,
-        noise: Noise::Gaussian { cv: 0.02 },
-        untestable: BTreeSet::new(),
-        incomplete_rate: 0.0,
-    };
-    // Drive a real bisect and time every decision.
-    let mut ev = Evidence::default();
-    let mut rng = SplitMix::new(5);
+    let noise = Noise::Gaussian { cv: 0.02 };
+    // Drive real bisects (five culprits) and time every decision.
     let mut times = Vec::new();
-    let has_change = {
-        let mut m = vec![false; n];
-        m[n / 3] = true;
-        for c in n / 3 + 1..n {
-            m[c] = graph.parents(c).iter().any(|&p| m[p]);
+    for (b, culprit) in [n / 3, n / 7, n / 2, n - 2, 5 * n / 6]
+        .into_iter()
+        .enumerate()
+    {
+        let mut ev = Evidence::default();
+        let mut rng = SplitMix::new(5 + b as u64);
+        let mut has_change = vec![false; n];
+        has_change[culprit] = true;
+        for c in culprit + 1..n {
+            has_change[c] = graph.parents(c).iter().any(|&p| has_change[p]);
         }
-        m
-    };
-    for _ in 0..400 {
-        let t = Instant::now();
-        let (decision, _) = decide(&graph, &ev, &settings);
-        times.push((t.elapsed().as_secs_f64() * 1e3, ev.samples.len()));
-        let Decision::Measure { requests, .. } = decision else {
-            break;
-        };
-        for r in requests {
-            for p in std::iter::once(r.point).chain(r.pair_with) {
+        let mut runs = 0;
+        let last = loop {
+            let t = Instant::now();
+            let (decision, _) = decide(&graph, &ev, &settings);
+            times.push((t.elapsed().as_secs_f64() * 1e3, ev.samples.len()));
+            let Decision::Measure { requests, .. } = decision else {
+                break decision;
+            };
+            for r in requests {
                 for _ in 0..r.runs {
-                    let level = match p {
-                        Point::Candidate(c) if has_change[c] => 103.0,
-                        _ => 100.0,
-                    };
-                    let z = (rng.uniform() + rng.uniform() + rng.uniform() - 1.5) * 2.0; // sd 1
-                    ev.samples
-                        .entry(p)
-                        .or_default()
-                        .push(level * (1.0 + world.noise.cv() * z));
+                    let mut couple = Vec::new();
+                    for p in std::iter::once(r.point).chain(r.pair_with) {
+                        let level = match p {
+                            Point::Candidate(c) if has_change[c] => 103.0,
+                            _ => 100.0,
+                        };
+                        let z = (rng.uniform() + rng.uniform() + rng.uniform() - 1.5) * 2.0; // sd 1
+                        let y = level * (1.0 + noise.cv() * z);
+                        ev.samples.entry(p).or_default().push(y);
+                        couple.push(y);
+                        runs += 1;
+                    }
+                    if let (Some(q), [a, b]) = (r.pair_with, couple.as_slice()) {
+                        ev.pairs.entry((r.point, q)).or_default().push((*a, *b));
+                    }
                 }
             }
-        }
+        };
+        let found = match last {
+            Decision::Done(Outcome::Found { culprit: c, .. }) => format!(
+                "found {}",
+                if c == culprit {
+                    "the culprit"
+                } else {
+                    "a WRONG commit"
+                }
+            ),
+            other => format!("{other:?}"),
+        };
+        println!(
+            "bisect {b}: culprit c{culprit}: {found} after {runs} runs, {} measured points",
+            ev.samples.len()
+        );
     }
     let mut ms: Vec<f64> = times.iter().map(|t| t.0).collect();
     let first = ms[0];
     ms.sort_by(f64::total_cmp);
     println!(
-        "decide() with W={w} on {n} commits: {} decisions, first {:.1} ms, median {:.1} ms, p90 {:.1} ms, max {:.1} ms (up to {} measured points)",
+        "decide() with W={w} on {n} commits: {} decisions, first {:.1} ms (builds the cached ancestry plan), median {:.1} ms, p90 {:.1} ms, max {:.1} ms (up to {} measured points)",
         ms.len(),
         first,
         ms[ms.len() / 2],
         ms[ms.len() * 9 / 10],
         ms[ms.len() - 1],
-        times.last().map_or(0, |t| t.1)
+        times.iter().map(|t| t.1).max().unwrap_or(0)
     );
     let all = vec![true; graph.len()];
     let skip = vec![false; graph.len()];

@@ -1,0 +1,393 @@
+//! The Bayesian engine through the public seam: decisions, phases, stopping and outcomes.
+
+use perfbisect_engine::sim::{Noise, World, run_trial};
+use perfbisect_engine::synth::{self, Shape, SplitMix};
+use perfbisect_engine::{
+    CandidateGraph, Decision, Evidence, Outcome, Phase, Point, Settings, Verdict, decide,
+};
+use std::collections::BTreeSet;
+
+fn linear(n: usize) -> CandidateGraph {
+    synth::graph(Shape::linear(n), 0)
+}
+
+/// Deterministic pseudo-noise: `k` samples around `level` with relative spread `cv`.
+fn samples(level: f64, cv: f64, k: usize, seed: u64) -> Vec<f64> {
+    let mut rng = SplitMix::new(seed);
+    (0..k)
+        .map(|_| {
+            let z = (0..12).map(|_| rng.uniform()).sum::<f64>() - 6.0;
+            level * (1.0 + cv * z)
+        })
+        .collect()
+}
+
+fn world(seed: u64, n: usize, culprit: Option<usize>, noise: Noise) -> World {
+    World {
+        graph: synth::graph(Shape::merges(n), seed),
+        culprit,
+        delta: 0.03,
+        noise,
+        untestable: BTreeSet::new(),
+        incomplete_rate: 0.0,
+    }
+}
+
+#[test]
+fn starts_by_reproducing_at_the_endpoints() {
+    let g = linear(50);
+    let settings = Settings {
+        idle_hosts: 4,
+        ..Settings::default()
+    };
+    let (d, assessments) = decide(&g, &Evidence::default(), &settings);
+    let Decision::Measure {
+        phase, requests, ..
+    } = d
+    else {
+        panic!("{d:?}")
+    };
+    assert_eq!(phase, Phase::Reproducing);
+    let points: BTreeSet<Point> = requests.iter().map(|r| r.point).collect();
+    assert_eq!(points, BTreeSet::from([Point::Good, Point::Candidate(49)]));
+    // One assessment for the good endpoint and one per candidate, uniform culprit mass.
+    assert_eq!(assessments.len(), 51);
+    let p = assessments[1].culprit_probability.unwrap();
+    assert!((p - 0.8 / 50.0).abs() < 1e-9, "{p}");
+}
+
+#[test]
+fn same_evidence_same_decision_and_pending_means_wait() {
+    let g = linear(100);
+    let mut ev = Evidence::default();
+    ev.samples.insert(Point::Good, samples(100.0, 0.01, 5, 1));
+    ev.samples
+        .insert(Point::Candidate(99), samples(103.0, 0.01, 5, 2));
+    let settings = Settings {
+        idle_hosts: 3,
+        ..Settings::default()
+    };
+    let (a, _) = decide(&g, &ev, &settings);
+    let (b, _) = decide(&g, &ev, &settings);
+    assert_eq!(a, b);
+    let Decision::Measure {
+        phase: Phase::Searching,
+        requests,
+        ..
+    } = a
+    else {
+        panic!("{a:?}")
+    };
+    assert!(!requests.is_empty() && requests.len() <= 3);
+    // With every proposal pending and no host idle beyond them, nothing new is asked twice.
+    let mut ev2 = ev.clone();
+    for r in &requests {
+        *ev2.pending.entry(r.point).or_default() += r.runs;
+    }
+    let (c, _) = decide(
+        &g,
+        &ev2,
+        &Settings {
+            idle_hosts: 1,
+            ..settings.clone()
+        },
+    );
+    if let Decision::Measure {
+        requests: again, ..
+    } = &c
+    {
+        for r in again {
+            assert!(
+                !ev2.pending.contains_key(&r.point),
+                "re-asked pending {r:?}"
+            );
+        }
+    }
+    // The reproducing phase waits for its pending endpoint runs.
+    let mut ev3 = Evidence::default();
+    ev3.pending.insert(Point::Good, 5);
+    ev3.pending.insert(Point::Candidate(99), 5);
+    let (d, _) = decide(&g, &ev3, &settings);
+    assert_eq!(
+        d,
+        Decision::Wait {
+            phase: Phase::Reproducing
+        }
+    );
+}
+
+#[test]
+fn clean_data_points_at_the_culprit_then_verifies_it() {
+    let g = linear(64);
+    let culprit = 37;
+    let mut ev = Evidence::default();
+    ev.samples.insert(Point::Good, samples(100.0, 0.005, 6, 1));
+    for c in (0..64).step_by(3).chain([35, 36, 37, 38, 63]) {
+        let level = if c >= culprit { 103.0 } else { 100.0 };
+        ev.samples
+            .insert(Point::Candidate(c), samples(level, 0.005, 4, c as u64 + 10));
+    }
+    let settings = Settings::default();
+    let (d, assessments) = decide(&g, &ev, &settings);
+    let a = &assessments[1 + culprit];
+    assert!(a.culprit_probability.unwrap() > 0.99, "{a:?}");
+    assert_eq!(assessments[1 + 36].verdict, Verdict::Good);
+    assert_eq!(assessments[1 + 40].verdict, Verdict::Bad);
+    // Verification: interleaved runs of the culprit and its parent on one host.
+    let Decision::Measure {
+        phase: Phase::Verifying,
+        requests,
+        ..
+    } = d
+    else {
+        panic!("{d:?}")
+    };
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].point, Point::Candidate(culprit));
+    assert_eq!(requests[0].pair_with, Some(Point::Candidate(culprit - 1)));
+    // Pairs that confirm the change finish the bisect.
+    let a = samples(103.0, 0.005, 4, 99);
+    let b = samples(100.0, 0.005, 4, 98);
+    ev.pairs.insert(
+        (Point::Candidate(culprit), Point::Candidate(culprit - 1)),
+        a.iter().copied().zip(b.iter().copied()).collect(),
+    );
+    ev.samples
+        .entry(Point::Candidate(culprit))
+        .or_default()
+        .extend(&a);
+    ev.samples
+        .entry(Point::Candidate(culprit - 1))
+        .or_default()
+        .extend(&b);
+    let (d, _) = decide(&g, &ev, &settings);
+    assert!(
+        matches!(d, Decision::Done(Outcome::Found { culprit: 37, confidence }) if confidence > 0.99),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn equal_endpoints_are_not_reproduced() {
+    let g = linear(100);
+    let mut ev = Evidence::default();
+    ev.samples.insert(Point::Good, samples(100.0, 0.01, 60, 1));
+    ev.samples
+        .insert(Point::Candidate(99), samples(100.0, 0.01, 60, 2));
+    let settings = Settings {
+        max_runs: 400,
+        ..Settings::default()
+    };
+    let (d, _) = decide(&g, &ev, &settings);
+    assert!(
+        matches!(d, Decision::Done(Outcome::NotReproduced { .. })),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn an_untestable_parent_leaves_a_set_of_two() {
+    let g = linear(40);
+    let culprit = 20;
+    let mut ev = Evidence::default();
+    ev.untestable.insert(19);
+    ev.samples.insert(Point::Good, samples(100.0, 0.005, 8, 1));
+    for c in [5, 10, 15, 18, 20, 21, 25, 30, 39] {
+        let level = if c >= culprit { 103.0 } else { 100.0 };
+        ev.samples
+            .insert(Point::Candidate(c), samples(level, 0.005, 8, c as u64));
+    }
+    let (d, assessments) = decide(&g, &ev, &Settings::default());
+    let Decision::Done(Outcome::Inconclusive { candidates, reason }) = d else {
+        panic!("{d:?}")
+    };
+    let set: BTreeSet<usize> = candidates.iter().map(|&(c, _)| c).collect();
+    assert_eq!(set, BTreeSet::from([19, 20]), "{reason}");
+    assert!(reason.contains("untestable"), "{reason}");
+    assert_eq!(assessments[1 + 19].verdict, Verdict::Skipped);
+}
+
+#[test]
+fn run_cap_ends_inconclusive_with_candidates() {
+    let w = world(3, 300, Some(150), Noise::Gaussian { cv: 0.05 });
+    let settings = Settings {
+        max_runs: 60,
+        ..Settings::default()
+    };
+    let t = run_trial(&w, &settings, 3);
+    assert!(!t.stalled);
+    assert!(t.runs <= 60, "{t:?}");
+    let Outcome::Inconclusive { candidates, .. } = &t.outcome else {
+        panic!("{t:?}")
+    };
+    assert!(!candidates.is_empty());
+    assert!(
+        candidates.windows(2).all(|w| w[0].1 >= w[1].1),
+        "sorted by probability"
+    );
+}
+
+#[test]
+fn finds_planted_steps_under_noise_with_merges() {
+    let mut exact = 0;
+    for seed in 0..30 {
+        let culprit = SplitMix::new(seed).below(400);
+        let noise = if seed % 2 == 0 {
+            Noise::Gaussian { cv: 0.01 }
+        } else {
+            Noise::StudentT3 { cv: 0.01 }
+        };
+        let w = world(seed, 400, Some(culprit), noise);
+        let t = run_trial(
+            &w,
+            &Settings {
+                max_runs: 1000,
+                ..Settings::default()
+            },
+            seed,
+        );
+        assert!(!t.stalled, "seed {seed}: {t:?}");
+        exact += usize::from(t.correct(&w));
+    }
+    assert!(exact >= 29, "{exact} of 30");
+}
+
+#[test]
+fn several_hosts_use_them_and_ranges_without_change_end_without_culprit() {
+    for seed in 0..6 {
+        let w = world(seed, 300, None, Noise::Gaussian { cv: 0.02 });
+        let settings = Settings {
+            idle_hosts: 8,
+            max_runs: 1000,
+            ..Settings::default()
+        };
+        let t = run_trial(&w, &settings, seed);
+        assert!(
+            !matches!(t.outcome, Outcome::Found { .. }),
+            "seed {seed}: {t:?}"
+        );
+        let w = world(
+            seed,
+            300,
+            Some(100 + seed as usize),
+            Noise::Gaussian { cv: 0.02 },
+        );
+        let t = run_trial(&w, &settings, seed);
+        assert!(t.correct(&w), "seed {seed}: {t:?}");
+    }
+}
+
+#[test]
+fn first_parent_mode_answers_with_a_mainline_commit() {
+    for seed in 0..5 {
+        let g = synth::graph(Shape::merges(300), seed);
+        let chain = g.first_parent_chain();
+        // Plant the change on a topic branch commit: the answer is the merge that brought it.
+        let culprit = (0..g.len())
+            .find(|&c| !chain[c] && c > 100)
+            .expect("a topic commit");
+        let merge = (culprit + 1..g.len())
+            .find(|&m| chain[m] && g.ancestors(&[m])[culprit])
+            .expect("merged into mainline");
+        let w = World {
+            graph: g,
+            ..world(seed, 300, Some(culprit), Noise::Gaussian { cv: 0.01 })
+        };
+        let settings = Settings {
+            first_parent: true,
+            max_runs: 1000,
+            ..Settings::default()
+        };
+        let t = run_trial(&w, &settings, seed);
+        assert!(
+            matches!(t.outcome, Outcome::Found { culprit: c, .. } if c == merge),
+            "seed {seed}: {t:?}"
+        );
+    }
+}
+
+#[test]
+fn a_known_magnitude_saves_runs() {
+    let (mut plain, mut told) = (0, 0);
+    for seed in 0..12 {
+        let w = world(
+            seed,
+            300,
+            Some(50 + 17 * seed as usize),
+            Noise::Gaussian { cv: 0.02 },
+        );
+        let base = Settings {
+            max_runs: 2000,
+            ..Settings::default()
+        };
+        plain += run_trial(&w, &base, seed).runs;
+        let hinted = Settings {
+            magnitude: Some(0.03),
+            direction: Some(perfbisect_engine::Direction::Increase),
+            ..base
+        };
+        let t = run_trial(&w, &hinted, seed);
+        assert!(t.correct(&w), "seed {seed}: {t:?}");
+        told += t.runs;
+    }
+    assert!(told < plain, "with magnitude {told} runs, without {plain}");
+}
+
+#[test]
+fn never_asks_again_for_an_untestable_commit_and_never_hangs() {
+    use perfbisect_engine::sim::run_trial_observed;
+    for seed in 0..10 {
+        let mut rng = SplitMix::new(seed + 7);
+        let culprit = rng.below(300);
+        let mut w = world(seed, 300, Some(culprit), Noise::Gaussian { cv: 0.02 });
+        // A fifth of the commits fail to build, the culprit's neighbours included.
+        w.untestable = (0..299)
+            .filter(|&c| c != culprit && rng.uniform() < 0.2)
+            .collect();
+        w.incomplete_rate = 0.1;
+        let settings = Settings {
+            idle_hosts: 1 + (seed % 4) as u32,
+            max_runs: 1500,
+            ..Settings::default()
+        };
+        let mut observe = |d: &Decision, ev: &Evidence| {
+            if let Decision::Measure { requests, .. } = d {
+                assert!(requests.len() <= settings.idle_hosts as usize);
+                for r in requests {
+                    for p in std::iter::once(r.point).chain(r.pair_with) {
+                        if let Point::Candidate(c) = p {
+                            assert!(
+                                !ev.untestable.contains(&c),
+                                "seed {seed}: asked for untestable {c}"
+                            );
+                        }
+                    }
+                }
+            }
+        };
+        let t = run_trial_observed(&w, &settings, seed, &mut observe);
+        assert!(!t.stalled, "seed {seed}: {t:?}");
+        match &t.outcome {
+            Outcome::Found { culprit: c, .. } => assert_eq!(*c, culprit, "seed {seed}"),
+            Outcome::Inconclusive { candidates, .. } => {
+                assert!(
+                    candidates.iter().any(|&(c, _)| c == culprit),
+                    "seed {seed}: {t:?}"
+                )
+            }
+            other => panic!("seed {seed}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_unbuildable_bad_commit_ends_the_bisect() {
+    let g = linear(10);
+    let mut ev = Evidence::default();
+    ev.untestable.insert(9);
+    let (d, _) = decide(&g, &ev, &Settings::default());
+    assert!(
+        matches!(d, Decision::Done(Outcome::Inconclusive { .. })),
+        "{d:?}"
+    );
+}

@@ -1,0 +1,233 @@
+//! The bisects page: every bisect, newest first, with filters and pages.
+
+use super::error::PageError;
+use super::format::{self, short_sha};
+use crate::AppState;
+use crate::api::load_bisect;
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::response::Html;
+use chrono::Utc;
+use perfbisect_wire::api::STATUSES;
+use serde::{Deserialize, Serialize};
+
+const PAGE_SIZE: i64 = 25;
+
+/// The filters, as the page's form sends them (an empty field means "any").
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
+pub struct Filters {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    repository: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    testcase: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    metric: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    #[serde(flatten)]
+    filters: Filters,
+    page: Option<String>,
+}
+
+fn some(s: &str) -> Option<&str> {
+    Some(s).filter(|s| !s.is_empty())
+}
+
+pub struct Row {
+    pub id: i64,
+    pub repository: String,
+    pub good: String,
+    pub bad: String,
+    pub metric: String,
+    pub testcase: String,
+    pub status_label: String,
+    pub status_class: &'static str,
+    pub candidates_remaining: usize,
+    pub candidates_total: usize,
+    pub runs_done: usize,
+    pub culprit: Option<(String, String)>,
+    pub age: String,
+    pub created_iso: String,
+}
+
+/// A choice of a filter's `<select>`.
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+    pub selected: bool,
+}
+
+fn choices(values: Vec<String>, current: &str, label: fn(&str) -> String) -> Vec<Choice> {
+    values
+        .into_iter()
+        .map(|value| Choice {
+            selected: value == current,
+            label: label(&value),
+            value,
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "bisects.html")]
+struct BisectsPage {
+    nav: &'static str,
+    rows: Vec<Row>,
+    total: i64,
+    page: i64,
+    pages: i64,
+    filtered: bool,
+    statuses: Vec<Choice>,
+    repositories: Vec<Choice>,
+    testcases: Vec<Choice>,
+    metrics: Vec<Choice>,
+    newer: Option<String>,
+    older: Option<String>,
+}
+
+/// `?status=…&page=n` for a page link that keeps the filters.
+fn page_link(filters: &Filters, page: i64) -> String {
+    let mut q = serde_urlencoded::to_string(filters).unwrap_or_default();
+    if page > 1 {
+        if !q.is_empty() {
+            q.push('&');
+        }
+        q.push_str(&format!("page={page}"));
+    }
+    if q.is_empty() {
+        "/bisects".into()
+    } else {
+        format!("/bisects?{q}")
+    }
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Html<String>, PageError> {
+    let f = q.filters;
+    if some(&f.status).is_some_and(|s| !STATUSES.contains(&s)) {
+        return Err(PageError::BadRequest(format!(
+            "`{}` is not a status; the statuses are {}",
+            f.status,
+            STATUSES.join(", ")
+        )));
+    }
+    let page = match q.page.as_deref().filter(|p| !p.is_empty()) {
+        None => 1,
+        Some(p) => p
+            .parse::<i64>()
+            .ok()
+            .filter(|p| *p >= 1)
+            .ok_or_else(|| PageError::BadRequest(format!("`{p}` is not a page number")))?,
+    };
+    // The same filters as `GET /api/v1/bisects`.
+    let filter = "($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
+                  AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)";
+    let from = "FROM bisects b JOIN repositories r ON r.id = b.repository_id
+                JOIN job_specs j ON j.id = b.job_spec_id";
+    let (total,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) {from} WHERE {filter}"
+    )))
+    .bind(some(&f.status))
+    .bind(some(&f.repository))
+    .bind(some(&f.testcase))
+    .bind(some(&f.metric))
+    .fetch_one(&state.db)
+    .await?;
+    let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT b.id {from} WHERE {filter} ORDER BY b.id DESC LIMIT $5 OFFSET $6"
+    )))
+    .bind(some(&f.status))
+    .bind(some(&f.repository))
+    .bind(some(&f.testcase))
+    .bind(some(&f.metric))
+    .bind(PAGE_SIZE)
+    .bind((page - 1) * PAGE_SIZE)
+    .fetch_all(&state.db)
+    .await?;
+    // Each row through `load_bisect`, so that progress reads exactly as on the bisect's own
+    // page and in the API (a page is at most PAGE_SIZE bisects).
+    let now = Utc::now();
+    let mut rows = Vec::with_capacity(ids.len());
+    for id in ids {
+        let b = load_bisect(&state, id).await?;
+        rows.push(Row {
+            id: b.id,
+            status_label: format::status_label(&b.status),
+            status_class: format::status_class(&b.status),
+            culprit: b.culprit.as_ref().map(|c| {
+                (
+                    short_sha(&c.commit.sha).to_string(),
+                    c.commit.subject.clone(),
+                )
+            }),
+            age: format::age(b.created_at, now),
+            created_iso: format::iso(b.created_at),
+            repository: b.repository,
+            good: b.good.rev,
+            bad: b.bad.rev,
+            metric: b.metric,
+            testcase: b.testcase,
+            candidates_remaining: b.candidates_remaining,
+            candidates_total: b.candidates_total,
+            runs_done: b.runs_done,
+        });
+    }
+    let repositories: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM repositories ORDER BY name")
+            .fetch_all(&state.db)
+            .await?;
+    let testcases: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT testcase FROM job_specs ORDER BY testcase")
+            .fetch_all(&state.db)
+            .await?;
+    let metrics: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT metric FROM bisects ORDER BY metric")
+            .fetch_all(&state.db)
+            .await?;
+    let pages = ((total + PAGE_SIZE - 1) / PAGE_SIZE).max(1);
+    let html = BisectsPage {
+        nav: "bisects",
+        rows,
+        total,
+        page,
+        pages,
+        filtered: f.status.len() + f.repository.len() + f.testcase.len() + f.metric.len() > 0,
+        statuses: choices(
+            STATUSES.iter().map(|s| s.to_string()).collect(),
+            &f.status,
+            format::status_label,
+        ),
+        repositories: choices(repositories, &f.repository, str::to_string),
+        testcases: choices(testcases, &f.testcase, str::to_string),
+        metrics: choices(metrics, &f.metric, str::to_string),
+        newer: (page > 1).then(|| page_link(&f, page - 1)),
+        older: (page < pages).then(|| page_link(&f, page + 1)),
+    }
+    .render()?;
+    Ok(Html(html))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_links_keep_the_filters_and_escape_them() {
+        let f = Filters {
+            status: "found".into(),
+            metric: "a b&c".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            page_link(&f, 2),
+            "/bisects?status=found&metric=a+b%26c&page=2"
+        );
+        assert_eq!(page_link(&Filters::default(), 1), "/bisects");
+    }
+}

@@ -1,0 +1,34 @@
+//! The web dashboard: server-rendered pages over the same database and loaders as the REST
+//! API. Templates live in `web/templates` and are compiled into the binary (askama); the
+//! stylesheet and the one small script are embedded too (`assets`). Pages read; every change
+//! (submit, cancel) goes through the REST API from the browser with the user's token.
+//!
+//! Pages: `/bisects` (list), `/bisects/{id}` (one bisect; `/bisects/{id}/live` is its live
+//! part), `/submit`, `/hosts`, `/queue`; `/` leads to the list.
+
+mod assets;
+mod detail;
+mod error;
+mod format;
+mod hosts;
+mod list;
+mod plot;
+mod queue;
+mod submit;
+
+use crate::AppState;
+use axum::Router;
+use axum::response::Redirect;
+use axum::routing::get;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/bisects") }))
+        .route("/bisects", get(list::page))
+        .route("/bisects/{id}", get(detail::page))
+        .route("/bisects/{id}/live", get(detail::live))
+        .route("/submit", get(submit::page))
+        .route("/hosts", get(hosts::page))
+        .route("/queue", get(queue::page))
+        .route("/static/{name}", get(assets::serve))
+}

@@ -1,0 +1,405 @@
+//! The two SVG pictures of the bisect page: every sample per measured commit, and the
+//! candidate range as the engine narrows it.
+//!
+//! `perfbisect_report::svg_plot` draws the report's plot, but it knows only commits judged
+//! good or bad; while a bisect runs, most measured commits are still undecided, and the
+//! dashboard must show their samples too. So the dashboard draws its own, with the report's
+//! colours, and sized by `viewBox` so that it fits a phone as well as a laptop.
+
+use super::format::{number, short_sha};
+use perfbisect_report::html::escape;
+use perfbisect_report::plot::{BAD_COLOUR, GOOD_COLOUR};
+use std::fmt::Write;
+
+const UNDECIDED_COLOUR: &str = "#c27c00";
+const SKIPPED_COLOUR: &str = "#9a9a9a";
+
+/// The engine's verdict on a commit, as the API spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Good,
+    Bad,
+    Undecided,
+    Skipped,
+}
+
+impl Verdict {
+    pub fn parse(s: &str) -> Verdict {
+        match s {
+            "good" => Verdict::Good,
+            "bad" => Verdict::Bad,
+            "skipped" => Verdict::Skipped,
+            _ => Verdict::Undecided,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Bad => "bad",
+            Verdict::Undecided => "undecided",
+            Verdict::Skipped => "skipped",
+        }
+    }
+
+    fn colour(self) -> &'static str {
+        match self {
+            Verdict::Good => GOOD_COLOUR,
+            Verdict::Bad => BAD_COLOUR,
+            Verdict::Undecided => UNDECIDED_COLOUR,
+            Verdict::Skipped => SKIPPED_COLOUR,
+        }
+    }
+}
+
+/// One measured commit of the samples plot.
+pub struct Column<'a> {
+    pub sha: &'a str,
+    pub subject: &'a str,
+    pub verdict: Verdict,
+    pub values: &'a [f64],
+}
+
+const W: f64 = 800.0;
+const H: f64 = 360.0;
+const LEFT: f64 = 72.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 28.0;
+const BOTTOM: f64 = 84.0;
+
+/// Tick positions at steps of 1, 2, 2.5 or 5 × 10^k, about `target` of them, covering
+/// `[lo, hi]`.
+fn ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
+    let (lo, hi) = if hi > lo {
+        (lo, hi)
+    } else {
+        let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.05 };
+        (lo - pad, hi + pad)
+    };
+    let raw = (hi - lo) / target as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).floor() as i64;
+    let last = (hi / step).ceil() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// Every sample of every measured commit (x = commit in candidate order, y = the metric),
+/// coloured by verdict, each commit's mean as a bar, the culprit marked. `None` when
+/// nothing has been measured yet.
+pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> Option<String> {
+    let all = columns.iter().flat_map(|c| c.values.iter().copied());
+    let (lo, hi) =
+        all.filter(|v| v.is_finite())
+            .fold(None, |acc: Option<(f64, f64)>, v| match acc {
+                None => Some((v, v)),
+                Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+            })?;
+    let ticks = ticks(lo, hi, 5);
+    let (axis_lo, axis_hi) = (ticks[0], ticks[ticks.len() - 1]);
+    let (plot_w, plot_h) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let y = |v: f64| TOP + (axis_hi - v) / (axis_hi - axis_lo) * plot_h;
+    let slot = plot_w / columns.len() as f64;
+    let x = |i: usize| LEFT + slot * (i as f64 + 0.5);
+    let metric = escape(metric);
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" \
+         role=\"img\" aria-labelledby=\"plot-title\"><title id=\"plot-title\">{metric}: \
+         every sample of the {} measured commits</title>",
+        columns.len()
+    );
+    for t in &ticks {
+        let ty = y(*t);
+        let _ = writeln!(
+            s,
+            "<line x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tick\">{}</text>",
+            LEFT + plot_w,
+            LEFT - 6.0,
+            ty + 4.0,
+            number(*t)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"14\" y=\"{:.1}\" transform=\"rotate(-90 14 {:.1})\" text-anchor=\"middle\" \
+         class=\"axis-label\">{metric}</text>",
+        TOP + plot_h / 2.0,
+        TOP + plot_h / 2.0
+    );
+    let is_culprit = |sha: &str| culprit == Some(sha);
+    if let Some(i) = columns.iter().position(|c| is_culprit(c.sha)) {
+        let _ = writeln!(
+            s,
+            "<line class=\"culprit\" x1=\"{cx:.1}\" y1=\"{TOP}\" x2=\"{cx:.1}\" y2=\"{:.1}\"/>\
+             <text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"culprit-label\">culprit</text>",
+            TOP + plot_h,
+            TOP - 8.0,
+            cx = x(i)
+        );
+    }
+    let label_every = columns.len().div_ceil(32).max(1);
+    for (i, c) in columns.iter().enumerate() {
+        let vals: Vec<f64> = c.values.iter().copied().filter(|v| v.is_finite()).collect();
+        let mean = (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
+        let _ = write!(
+            s,
+            "<g class=\"commit {}\" fill=\"{}\"><title>{} {}: {} ({} samples, mean {})</title>",
+            c.verdict.label(),
+            c.verdict.colour(),
+            short_sha(c.sha),
+            escape(c.subject),
+            c.verdict.label(),
+            vals.len(),
+            mean.map(number).unwrap_or_else(|| "-".into())
+        );
+        let spread = (slot * 0.6).min(3.0 * vals.len() as f64);
+        for (j, v) in vals.iter().enumerate() {
+            let dx = if vals.len() > 1 {
+                (j as f64 / (vals.len() - 1) as f64 - 0.5) * spread
+            } else {
+                0.0
+            };
+            let _ = write!(
+                s,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.6\"/>",
+                x(i) + dx,
+                y(*v)
+            );
+        }
+        if let Some(m) = mean {
+            let half = (slot * 0.4).min(9.0);
+            let _ = write!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"2\"/>",
+                x(i) - half,
+                y(m) - 1.0,
+                2.0 * half
+            );
+        }
+        s += "</g>\n";
+        if i % label_every == 0 || is_culprit(c.sha) {
+            let (lx, ly) = (x(i), TOP + plot_h + 10.0);
+            let _ = writeln!(
+                s,
+                "<text class=\"xtick\" x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"end\" \
+                 transform=\"rotate(-60 {lx:.1} {ly:.1})\">{}</text>",
+                &c.sha[..c.sha.len().min(7)]
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{b:.1}\" class=\"axis\"/>\
+         <line x1=\"{LEFT}\" y1=\"{b:.1}\" x2=\"{:.1}\" y2=\"{b:.1}\" class=\"axis\"/>",
+        LEFT + plot_w,
+        b = TOP + plot_h
+    );
+    let mut lx = LEFT;
+    for v in [Verdict::Good, Verdict::Bad, Verdict::Undecided] {
+        if columns
+            .iter()
+            .any(|c| c.verdict == v && !c.values.is_empty())
+        {
+            let _ = writeln!(
+                s,
+                "<circle cx=\"{lx:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{}\"/>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{} commit</text>",
+                H - 10.0,
+                v.colour(),
+                lx + 9.0,
+                H - 6.0,
+                v.label()
+            );
+            lx += 130.0;
+        }
+    }
+    s += "</svg>\n";
+    Some(s)
+}
+
+/// One candidate (or a bucket of neighbouring candidates) of the range picture.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cell {
+    pub verdict: Verdict,
+    /// The engine's probability that the culprit is here, where it gives one.
+    pub p: Option<f64>,
+    pub measured: bool,
+    pub culprit: bool,
+}
+
+/// Most cells drawn; longer ranges (a Linux merge window) are shown in buckets.
+const MAX_CELLS: usize = 400;
+
+/// Merges neighbouring candidates into at most `MAX_CELLS` buckets: a bucket is undecided
+/// if any candidate in it is, or if it holds both good and bad ones (the change is inside).
+fn bucket(cells: &[Cell]) -> Vec<Cell> {
+    if cells.len() <= MAX_CELLS {
+        return cells.to_vec();
+    }
+    let size = cells.len().div_ceil(MAX_CELLS);
+    cells
+        .chunks(size)
+        .map(|chunk| {
+            let has = |v| chunk.iter().any(|c| c.verdict == v);
+            let verdict = if has(Verdict::Undecided) || (has(Verdict::Good) && has(Verdict::Bad)) {
+                Verdict::Undecided
+            } else if has(Verdict::Bad) {
+                Verdict::Bad
+            } else if has(Verdict::Good) {
+                Verdict::Good
+            } else {
+                Verdict::Skipped
+            };
+            let ps: Vec<f64> = chunk.iter().filter_map(|c| c.p).collect();
+            Cell {
+                verdict,
+                p: (!ps.is_empty()).then(|| ps.iter().sum()),
+                measured: chunk.iter().any(|c| c.measured),
+                culprit: chunk.iter().any(|c| c.culprit),
+            }
+        })
+        .collect()
+}
+
+/// The candidate range, oldest to newest: a strip coloured by verdict (the undecided part is
+/// the range still being searched), above it the culprit probability of each candidate,
+/// below it a tick under every measured commit.
+pub fn range_svg(cells: &[Cell], summary: &str) -> String {
+    let cells = bucket(cells);
+    let (w, h) = (W, 86.0);
+    let (band_top, band_h, bars_h) = (50.0, 14.0, 44.0);
+    let cw = w / cells.len().max(1) as f64;
+    let max_p = cells
+        .iter()
+        .filter_map(|c| c.p)
+        .fold(0.0f64, f64::max)
+        .max(1e-12);
+    let mut s = format!(
+        "<svg class=\"range\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" \
+         preserveAspectRatio=\"none\" role=\"img\" aria-label=\"{}\">\n",
+        escape(summary)
+    );
+    for (i, c) in cells.iter().enumerate() {
+        let cx = i as f64 * cw;
+        if let Some(p) = c.p.filter(|p| *p > 0.0) {
+            let bh = (p / max_p * bars_h).max(0.5);
+            let _ = write!(
+                s,
+                "<rect class=\"p\" x=\"{cx:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{bh:.2}\"/>",
+                band_top - 2.0 - bh,
+                cw.max(0.5)
+            );
+        }
+        let _ = write!(
+            s,
+            "<rect class=\"v-{}\" x=\"{cx:.2}\" y=\"{band_top}\" width=\"{:.2}\" height=\"{band_h}\" fill=\"{}\"/>",
+            c.verdict.label(),
+            cw + 0.05,
+            c.verdict.colour()
+        );
+        if c.measured {
+            let _ = write!(
+                s,
+                "<rect class=\"measured\" x=\"{:.2}\" y=\"{:.2}\" width=\"1.5\" height=\"6\"/>",
+                cx + cw / 2.0 - 0.75,
+                band_top + band_h + 2.0
+            );
+        }
+        if c.culprit {
+            let _ = write!(
+                s,
+                "<rect class=\"culprit-cell\" x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\"/>",
+                cx - 1.0,
+                band_top - 3.0,
+                cw + 2.0,
+                band_h + 6.0
+            );
+        }
+        s.push('\n');
+    }
+    s += "</svg>\n";
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_cover_the_values_with_round_steps() {
+        assert_eq!(ticks(0.0, 9.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        let t = ticks(997.0, 1063.0, 5);
+        assert!(t[0] <= 997.0 && *t.last().unwrap() >= 1063.0, "{t:?}");
+        let one = ticks(5.0, 5.0, 5);
+        assert!(one[0] < 5.0 && *one.last().unwrap() > 5.0, "{one:?}");
+    }
+
+    #[test]
+    fn samples_plot_colours_by_verdict_and_marks_the_culprit() {
+        let cols = [
+            Column {
+                sha: "aaaaaaaaaaaa1",
+                subject: "old <one>",
+                verdict: Verdict::Good,
+                values: &[100.0, 101.0],
+            },
+            Column {
+                sha: "bbbbbbbbbbbb2",
+                subject: "middle",
+                verdict: Verdict::Undecided,
+                values: &[103.0],
+            },
+            Column {
+                sha: "cccccccccccc3",
+                subject: "change",
+                verdict: Verdict::Bad,
+                values: &[106.0, 107.0, 105.0],
+            },
+        ];
+        let svg = samples_svg("demo.score", &cols, Some("cccccccccccc3")).unwrap();
+        assert_eq!(
+            svg.matches("<circle cx=").count() - 3,
+            6,
+            "six samples, three legend dots"
+        );
+        assert!(svg.contains("class=\"commit undecided\""));
+        assert!(svg.contains("class=\"culprit\""));
+        assert!(svg.contains("old &lt;one&gt;"), "subjects are escaped");
+        assert!(samples_svg("m", &[], None).is_none());
+    }
+
+    #[test]
+    fn long_ranges_are_bucketed_and_keep_the_undecided_part() {
+        let mut cells = vec![
+            Cell {
+                verdict: Verdict::Good,
+                p: Some(0.0),
+                measured: false,
+                culprit: false,
+            };
+            1000
+        ];
+        cells[500].verdict = Verdict::Undecided;
+        cells[500].p = Some(0.7);
+        for c in &mut cells[501..] {
+            c.verdict = Verdict::Bad;
+        }
+        let b = bucket(&cells);
+        assert!(b.len() <= MAX_CELLS);
+        let undecided: Vec<usize> = (0..b.len())
+            .filter(|i| b[*i].verdict == Verdict::Undecided)
+            .collect();
+        assert_eq!(undecided.len(), 1, "{b:?}");
+        assert!((b[undecided[0]].p.unwrap() - 0.7).abs() < 1e-9);
+        let svg = range_svg(&cells, "1 of 1000 left");
+        assert!(svg.contains("aria-label=\"1 of 1000 left\""));
+    }
+}

@@ -1,0 +1,135 @@
+//! The queue page: tasks waiting and running, per host group, with how long they have waited
+//! or run, and how many live hosts serve each group (a group with none waits forever).
+
+use super::error::PageError;
+use super::format::{self, short_sha};
+use super::hosts::STALE_AFTER_SECS;
+use crate::AppState;
+use askama::Template;
+use axum::extract::State;
+use axum::response::Html;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+
+/// Most tasks listed; the counts above the tables are always complete.
+const MAX_LISTED: i64 = 500;
+
+#[derive(sqlx::FromRow)]
+struct TaskRow {
+    id: i64,
+    bisect_id: i64,
+    sha: String,
+    pair_sha: Option<String>,
+    host_group: String,
+    phase: String,
+    state: String,
+    runs: i32,
+    attempts: i32,
+    created_at: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    host: Option<String>,
+}
+
+pub struct TaskView {
+    pub id: i64,
+    pub bisect_id: i64,
+    pub commits: String,
+    pub phase: String,
+    pub state: String,
+    pub runs: i32,
+    pub attempts: i32,
+    pub host: String,
+    /// Waiting since it was queued, or running since it was claimed.
+    pub age: String,
+}
+
+pub struct GroupView {
+    pub name: String,
+    pub live_hosts: i64,
+    pub running: usize,
+    pub queued: usize,
+    pub oldest_wait: String,
+    pub tasks: Vec<TaskView>,
+}
+
+#[derive(Template)]
+#[template(path = "queue.html")]
+struct QueuePage {
+    nav: &'static str,
+    groups: Vec<GroupView>,
+    running: usize,
+    queued: usize,
+}
+
+pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageError> {
+    let tasks: Vec<TaskRow> = sqlx::query_as(
+        "SELECT t.id, t.bisect_id, t.sha, t.pair_sha, t.host_group, t.phase, t.state, t.runs,
+                t.attempts, t.created_at, t.started_at, h.name AS host
+         FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id
+         WHERE t.state IN ('queued', 'running')
+         ORDER BY t.host_group, t.state DESC, t.id LIMIT $1",
+    )
+    .bind(MAX_LISTED)
+    .fetch_all(&state.db)
+    .await?;
+    let live: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT host_group, count(*) FROM hosts
+         WHERE last_seen_at > now() - make_interval(secs => $1) GROUP BY host_group",
+    )
+    .bind(STALE_AFTER_SECS as f64)
+    .fetch_all(&state.db)
+    .await?;
+    let live: BTreeMap<String, i64> = live.into_iter().collect();
+    let now = Utc::now();
+    let mut groups: BTreeMap<String, GroupView> = BTreeMap::new();
+    for t in tasks {
+        let g = groups
+            .entry(t.host_group.clone())
+            .or_insert_with(|| GroupView {
+                live_hosts: live.get(&t.host_group).copied().unwrap_or(0),
+                name: t.host_group.clone(),
+                running: 0,
+                queued: 0,
+                oldest_wait: String::new(),
+                tasks: Vec::new(),
+            });
+        let since = match t.state.as_str() {
+            "running" => {
+                g.running += 1;
+                t.started_at.unwrap_or(t.created_at)
+            }
+            _ => {
+                // Rows come oldest first within a state: the first queued one waited longest.
+                if g.queued == 0 {
+                    g.oldest_wait = format::duration((now - t.created_at).num_seconds());
+                }
+                g.queued += 1;
+                t.created_at
+            }
+        };
+        let mut commits = short_sha(&t.sha).to_string();
+        if let Some(p) = &t.pair_sha {
+            commits = format!("{commits} ⇄ {}", short_sha(p));
+        }
+        g.tasks.push(TaskView {
+            id: t.id,
+            bisect_id: t.bisect_id,
+            commits,
+            phase: t.phase,
+            state: t.state,
+            runs: t.runs,
+            attempts: t.attempts,
+            host: t.host.unwrap_or_default(),
+            age: format::duration((now - since).num_seconds()),
+        });
+    }
+    let groups: Vec<GroupView> = groups.into_values().collect();
+    let html = QueuePage {
+        nav: "queue",
+        running: groups.iter().map(|g| g.running).sum(),
+        queued: groups.iter().map(|g| g.queued).sum(),
+        groups,
+    }
+    .render()?;
+    Ok(Html(html))
+}

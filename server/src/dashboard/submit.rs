@@ -1,0 +1,144 @@
+//! The submit page: a form over `POST /api/v1/bisects`. The page's script sends it with the
+//! API token kept in the browser and shows the API's own refusals next to their fields, so
+//! the form checks exactly what the API checks. `?from=<id>` fills it with an earlier
+//! bisect, for a re-run (the same range, or a narrower one typed over it).
+
+use super::error::PageError;
+use crate::AppState;
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::response::Html;
+use serde::Deserialize;
+
+/// A job spec one click away on the form.
+pub struct Example {
+    pub id: &'static str,
+    pub title: &'static str,
+    /// The metric to suggest with it.
+    pub metric: &'static str,
+    pub yaml: &'static str,
+}
+
+/// The examples, in the order the form offers them. Kernel examples join this list.
+pub const EXAMPLES: &[Example] = &[
+    Example {
+        id: "demo",
+        title: "Example repository (perfbisect demo)",
+        metric: "demo.score",
+        yaml: include_str!("../../../web/examples/demo.yaml"),
+    },
+    Example {
+        id: "userspace",
+        title: "Userspace project built with make, timed with time -v",
+        metric: "time.elapsed_time",
+        yaml: include_str!("../../../web/examples/userspace.yaml"),
+    },
+];
+
+/// What the form starts with.
+#[derive(Default)]
+pub struct Prefill {
+    pub repository: String,
+    pub good: String,
+    pub bad: String,
+    pub job: String,
+    pub metric: String,
+    pub direction: String,
+    pub magnitude_pct: String,
+    pub confidence: String,
+    pub max_runs: String,
+    pub notify: String,
+}
+
+#[derive(Deserialize)]
+pub struct SubmitQuery {
+    /// Re-run: start from this bisect's range, job and metric.
+    from: Option<i64>,
+}
+
+#[derive(Template)]
+#[template(path = "submit.html")]
+struct SubmitPage {
+    nav: &'static str,
+    repositories: Vec<String>,
+    examples: &'static [Example],
+    from: Option<i64>,
+    form: Prefill,
+}
+
+#[derive(sqlx::FromRow)]
+struct Earlier {
+    repository: String,
+    good_rev: String,
+    bad_rev: String,
+    yaml: String,
+    metric: String,
+    direction: Option<String>,
+    magnitude_pct: Option<f64>,
+    confidence: f64,
+    max_runs: i32,
+    notify: serde_json::Value,
+}
+
+async fn earlier(state: &AppState, id: i64) -> Result<Prefill, PageError> {
+    let e: Earlier = sqlx::query_as(
+        "SELECT r.name AS repository, b.good_rev, b.bad_rev, j.yaml, b.metric, b.direction,
+                b.magnitude_pct, b.confidence, b.max_runs, b.notify
+         FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id
+         WHERE b.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&state.db)
+    .await?
+    .ok_or_else(|| PageError::NotFound(format!("no bisect with id {id} to re-run")))?;
+    let notify: Vec<String> = serde_json::from_value(e.notify).unwrap_or_default();
+    Ok(Prefill {
+        repository: e.repository,
+        good: e.good_rev,
+        bad: e.bad_rev,
+        job: e.yaml,
+        metric: e.metric,
+        direction: e.direction.unwrap_or_default(),
+        magnitude_pct: e.magnitude_pct.map(|m| m.to_string()).unwrap_or_default(),
+        confidence: e.confidence.to_string(),
+        max_runs: e.max_runs.to_string(),
+        notify: notify.join(", "),
+    })
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    Query(q): Query<SubmitQuery>,
+) -> Result<Html<String>, PageError> {
+    let form = match q.from {
+        Some(id) => earlier(&state, id).await?,
+        None => Prefill::default(),
+    };
+    let repositories: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM repositories ORDER BY name")
+            .fetch_all(&state.db)
+            .await?;
+    let html = SubmitPage {
+        nav: "submit",
+        repositories,
+        examples: EXAMPLES,
+        from: q.from,
+        form,
+    }
+    .render()?;
+    Ok(Html(html))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EXAMPLES;
+
+    #[test]
+    fn every_example_is_a_valid_job_spec() {
+        for e in EXAMPLES {
+            let spec = perfbisect_wire::JobSpec::from_yaml(e.yaml)
+                .unwrap_or_else(|err| panic!("example {}: {err}", e.id));
+            assert!(!spec.testcase.is_empty(), "{}", e.id);
+        }
+    }
+}

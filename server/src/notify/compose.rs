@@ -1,0 +1,245 @@
+//! From a bisect to the bytes of its mail: the report (rendered by `perfbisect_report`),
+//! the headers, and a multipart/alternative body (text first, HTML second).
+
+use super::recipients::Recipients;
+use super::{Event, MailSettings};
+use crate::report_input::Loaded;
+use lettre::message::header::{ContentType, HeaderName, HeaderValue};
+use lettre::message::{Mailbox, MultiPart, SinglePart};
+use perfbisect_report::{Report, ReportError, ReportInput};
+use std::time::SystemTime;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ComposeError {
+    #[error("the report cannot be rendered: {0}")]
+    Report(#[from] ReportError),
+    #[error("header `{0}` is not valid")]
+    Header(String),
+    #[error("`{0}` is not a mailbox")]
+    Mailbox(String),
+    #[error("building the message: {0}")]
+    Email(#[from] lettre::error::Error),
+    #[error("the envelope: {0}")]
+    Envelope(#[from] lettre::address::AddressError),
+}
+
+/// Per-bisect options: threading onto a posted patch, another Reply-To, extra headers.
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct MailOptions {
+    /// Message-ID of the mail to reply to (a posted patch), e.g. `<20240101.123@example.org>`;
+    /// also sent as `References`.
+    #[serde(default)]
+    pub in_reply_to: Option<String>,
+    /// Overrides the server's Reply-To for this bisect.
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    /// Extra headers, `[name, value]`, added after the server's.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
+}
+
+impl MailOptions {
+    pub async fn load(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<MailOptions> {
+        let row: Option<(Option<String>, Option<String>, serde_json::Value)> = sqlx::query_as(
+            "SELECT in_reply_to, reply_to, headers FROM bisect_mail_options WHERE bisect_id = $1",
+        )
+        .bind(bisect)
+        .fetch_optional(db)
+        .await?;
+        Ok(match row {
+            Some((in_reply_to, reply_to, headers)) => MailOptions {
+                in_reply_to,
+                reply_to,
+                headers: serde_json::from_value(headers).unwrap_or_default(),
+            },
+            None => MailOptions::default(),
+        })
+    }
+}
+
+/// The subject, text and HTML of one mail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Content {
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+}
+
+impl From<Report> for Content {
+    fn from(r: Report) -> Self {
+        Content {
+            subject: r.subject,
+            text: r.text,
+            html: r.html,
+        }
+    }
+}
+
+/// The content of a mail about `event`.
+pub fn content(
+    loaded: &Loaded,
+    event: Event,
+    settings: &MailSettings,
+) -> Result<Content, ReportError> {
+    match event {
+        Event::Started => Ok(started(&loaded.input)),
+        _ => perfbisect_report::render(&loaded.input, &settings.report).map(Content::from),
+    }
+}
+
+fn escape_html(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// "Started" is announced in a few lines; the report comes when the bisect ends.
+fn started(input: &ReportInput) -> Content {
+    let repo = input.repository.short_name();
+    let subject = format!(
+        "[{repo}] {}: bisecting {}..{}",
+        input.metric,
+        input.good.short(10),
+        input.bad.short(10)
+    );
+    let mut t = format!(
+        "Hello,\n\n{} started bisecting a change of {} in:\n\ngood: {} (\"{}\")\nbad:  {} (\"{}\")\n{}\n\ntestcase: {}\n",
+        input.robot.name,
+        input.metric,
+        input.good.sha,
+        input.good.subject,
+        input.bad.sha,
+        input.bad.subject,
+        input.repository.url,
+        input.job.testcase
+    );
+    let params: Vec<_> = input.job.printed_parameters().collect();
+    if !params.is_empty() {
+        t += "parameters:\n\n";
+        for (k, v) in params {
+            t += &format!("\t{k}: {v}\n");
+        }
+    }
+    t += "\nThe report follows when the bisect ends.\n";
+    if let Some(u) = &input.dashboard_url {
+        t += &format!("Progress: {u}\n");
+    }
+    t += &format!("\n-- \n{}\n", input.robot.name);
+    let html = format!(
+        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n</head>\n<body>\n<pre>{}</pre>\n</body>\n</html>\n",
+        escape_html(&subject),
+        escape_html(&t)
+    );
+    Content {
+        subject,
+        text: t,
+        html,
+    }
+}
+
+/// `<key@domain>`: the key is fixed when the outbox row is written.
+pub fn message_id(key: &str, settings: &MailSettings) -> String {
+    format!("<{key}@{}>", settings.message_id_domain())
+}
+
+/// A whole mail, ready for the envelope.
+#[derive(Debug, Clone)]
+pub struct Composed {
+    pub message_id: String,
+    pub subject: String,
+    pub envelope_from: String,
+    pub recipients: Vec<String>,
+    pub raw: Vec<u8>,
+}
+
+fn raw_header(name: &str, value: &str) -> Result<HeaderValue, ComposeError> {
+    let name = HeaderName::new_from_ascii(name.to_string())
+        .map_err(|_| ComposeError::Header(name.to_string()))?;
+    if value.contains(['\r', '\n']) {
+        return Err(ComposeError::Header(name.to_string()));
+    }
+    Ok(HeaderValue::new(name, value.to_string()))
+}
+
+/// Builds the message. `recipients` may be empty for a preview (the To header is left out).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each argument is one independent input of the message"
+)]
+pub fn compose(
+    content: &Content,
+    bisect: i64,
+    event: Event,
+    recipients: &Recipients,
+    settings: &MailSettings,
+    options: &MailOptions,
+    message_id: &str,
+    date: SystemTime,
+) -> Result<Composed, ComposeError> {
+    let mut b = lettre::Message::builder()
+        .from(settings.from.clone())
+        .subject(content.subject.clone())
+        .date(date)
+        .message_id(Some(message_id.to_string()));
+    let reply_to = match &options.reply_to {
+        Some(r) => Some(
+            r.parse::<Mailbox>()
+                .map_err(|_| ComposeError::Mailbox(r.clone()))?,
+        ),
+        None => settings.reply_to.clone(),
+    };
+    if let Some(r) = reply_to {
+        b = b.reply_to(r);
+    }
+    if let Some(id) = &options.in_reply_to {
+        b = b.in_reply_to(id.clone()).references(id.clone());
+    }
+    for m in &recipients.to {
+        b = b.to(m.clone());
+    }
+    for m in &recipients.cc {
+        b = b.cc(m.clone());
+    }
+    // Bcc recipients are only in the envelope.
+    // Robots' mail should not trigger vacation replies (RFC 3834).
+    b = b.raw_header(raw_header("Auto-Submitted", "auto-generated")?);
+    b = b.raw_header(raw_header("X-Perfbisect-Bisect", &bisect.to_string())?);
+    b = b.raw_header(raw_header("X-Perfbisect-Event", event.as_str())?);
+    for (name, value) in settings.headers.iter().chain(&options.headers) {
+        b = b.raw_header(raw_header(name, value)?);
+    }
+    let envelope_from = settings.from.email.clone();
+    let to: Vec<lettre::Address> = recipients.envelope().map(|m| m.email.clone()).collect();
+    // A preview without recipients still needs an envelope to build; it is never sent.
+    let envelope_to = if to.is_empty() {
+        vec![envelope_from.clone()]
+    } else {
+        to.clone()
+    };
+    b = b.envelope(lettre::address::Envelope::new(
+        Some(envelope_from.clone()),
+        envelope_to,
+    )?);
+    let body = MultiPart::alternative()
+        .singlepart(
+            SinglePart::builder()
+                .header(ContentType::TEXT_PLAIN)
+                .body(content.text.clone()),
+        )
+        .singlepart(
+            SinglePart::builder()
+                .header(ContentType::TEXT_HTML)
+                .body(content.html.clone()),
+        );
+    let message = b.multipart(body)?;
+    Ok(Composed {
+        message_id: message_id.to_string(),
+        subject: content.subject.clone(),
+        envelope_from: envelope_from.to_string(),
+        recipients: to.iter().map(|a| a.to_string()).collect(),
+        raw: message.formatted(),
+    })
+}
