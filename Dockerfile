@@ -5,9 +5,12 @@ COPY . .
 RUN cargo build --release -p perfbisect-cli --locked
 
 FROM debian:bookworm-slim
-# git for repositories, a C toolchain and make for the builds workers run.
+# git for repositories, a C toolchain and make for the builds workers run; what the kernel
+# recipe and the qemu and ssh runners call (flex, bison, bc, libelf for kernels; qemu, cpio and
+# busybox for VM boots; the OpenSSH client for bare-metal hosts).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates git build-essential \
+       flex bison bc libelf-dev libssl-dev ccache cpio busybox-static qemu-system-x86 openssh-client \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/perfbisect /usr/local/bin/perfbisect
 RUN useradd --system --create-home --home-dir /var/lib/perfbisect perfbisect
