@@ -4,83 +4,11 @@
 use axum::http::StatusCode;
 use perfbisect_server::AppState;
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 mod common;
 
-use common::{ENROLL, TOKEN};
-
-struct Fixture {
-    state: AppState,
-    _dir: tempfile::TempDir,
-    repo: std::path::PathBuf,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "T")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "T")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// A repository: main has c1..c5 (tags v1, v5), a side branch forks at c2 with s1 (tag side).
-fn make_repo(dir: &Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-    for i in 1..=5 {
-        std::fs::write(dir.join("f"), format!("{i}\n")).unwrap();
-        git(dir, &["add", "f"]);
-        git(dir, &["commit", "-q", "-m", &format!("c{i}")]);
-        if i == 1 {
-            git(dir, &["tag", "v1"]);
-        }
-        if i == 2 {
-            git(dir, &["branch", "side"]);
-        }
-    }
-    git(dir, &["tag", "v5"]);
-    git(dir, &["checkout", "-q", "side"]);
-    std::fs::write(dir.join("g"), "side\n").unwrap();
-    git(dir, &["add", "g"]);
-    git(dir, &["commit", "-q", "-m", "s1"]);
-    git(dir, &["tag", "sidetag"]);
-    git(dir, &["checkout", "-q", "main"]);
-}
-
-async fn fixture() -> Fixture {
-    let (state, dir) = common::state("http://test").await;
-    let repo = dir.path().join("src");
-    std::fs::create_dir_all(&repo).unwrap();
-    make_repo(&repo);
-    Fixture {
-        state,
-        _dir: dir,
-        repo,
-    }
-}
-
-async fn call(
-    f: &Fixture,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let (status, text) = common::request(&f.state, method, path, token, body).await;
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
+use common::{ENROLL, Fixture, TOKEN, call, fixture, git};
 
 const JOB: &str =
     "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n";

@@ -3,122 +3,13 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use perfbisect_server::{AppState, api, auth, db};
+use perfbisect_server::api;
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 use tower::ServiceExt;
 
-const TOKEN: &str = "test-api-token";
-const ENROLL: &str = "test-enroll-token";
+mod common;
 
-struct Fixture {
-    state: AppState,
-    _dir: tempfile::TempDir,
-    repo: std::path::PathBuf,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "T")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "T")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// A repository: main has c1..c5 (tags v1, v5), a side branch forks at c2 with s1 (tag side).
-fn make_repo(dir: &Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-    for i in 1..=5 {
-        std::fs::write(dir.join("f"), format!("{i}\n")).unwrap();
-        git(dir, &["add", "f"]);
-        git(dir, &["commit", "-q", "-m", &format!("c{i}")]);
-        if i == 1 {
-            git(dir, &["tag", "v1"]);
-        }
-        if i == 2 {
-            git(dir, &["branch", "side"]);
-        }
-    }
-    git(dir, &["tag", "v5"]);
-    git(dir, &["checkout", "-q", "side"]);
-    std::fs::write(dir.join("g"), "side\n").unwrap();
-    git(dir, &["add", "g"]);
-    git(dir, &["commit", "-q", "-m", "s1"]);
-    git(dir, &["tag", "sidetag"]);
-    git(dir, &["checkout", "-q", "main"]);
-}
-
-async fn fixture() -> Fixture {
-    let url = perfbisect_server::pg::testing::fresh_database()
-        .await
-        .unwrap();
-    let pool = db::connect(&url).await.unwrap();
-    db::migrate(&pool).await.unwrap();
-    auth::ensure_token(&pool, "api", "test", TOKEN)
-        .await
-        .unwrap();
-    auth::ensure_token(&pool, "enroll", "test", ENROLL)
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("src");
-    std::fs::create_dir_all(&repo).unwrap();
-    make_repo(&repo);
-    let state = AppState::new(
-        pool,
-        dir.path(),
-        Duration::from_secs(30),
-        "http://test".into(),
-    );
-    Fixture {
-        state,
-        _dir: dir,
-        repo,
-    }
-}
-
-async fn call(
-    f: &Fixture,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(path);
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let req = match body {
-        Some(b) => req
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string()))
-            .unwrap(),
-        None => req.body(Body::empty()).unwrap(),
-    };
-    let resp = api::router(f.state.clone()).oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
-        .await
-        .unwrap();
-    let value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-    };
-    (status, value)
-}
+use common::{ENROLL, Fixture, TOKEN, call, fixture};
 
 const JOB: &str =
     "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n";

@@ -7,6 +7,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use perfbisect_server::{AppState, api, auth, db};
 use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 use tower::ServiceExt;
 
@@ -57,4 +59,77 @@ pub async fn request(
         .await
         .unwrap();
     (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A state plus a real git repository made with the `git` command (see `make_repo`).
+pub struct Fixture {
+    pub state: AppState,
+    pub _dir: tempfile::TempDir,
+    pub repo: PathBuf,
+}
+
+/// Runs `git` in `dir` with a fixed identity; its trimmed standard output.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "T")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "T")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A repository: main has c1..c5 (tags v1, v5), a side branch forks at c2 with s1 (tag side).
+pub fn make_repo(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    for i in 1..=5 {
+        std::fs::write(dir.join("f"), format!("{i}\n")).unwrap();
+        git(dir, &["add", "f"]);
+        git(dir, &["commit", "-q", "-m", &format!("c{i}")]);
+        if i == 1 {
+            git(dir, &["tag", "v1"]);
+        }
+        if i == 2 {
+            git(dir, &["branch", "side"]);
+        }
+    }
+    git(dir, &["tag", "v5"]);
+    git(dir, &["checkout", "-q", "side"]);
+    std::fs::write(dir.join("g"), "side\n").unwrap();
+    git(dir, &["add", "g"]);
+    git(dir, &["commit", "-q", "-m", "s1"]);
+    git(dir, &["tag", "sidetag"]);
+    git(dir, &["checkout", "-q", "main"]);
+}
+
+pub async fn fixture() -> Fixture {
+    let (state, dir) = state("http://test").await;
+    let repo = dir.path().join("src");
+    std::fs::create_dir_all(&repo).unwrap();
+    make_repo(&repo);
+    Fixture {
+        state,
+        _dir: dir,
+        repo,
+    }
+}
+
+/// One request through the router; the body as JSON (`Null` when empty or not JSON).
+pub async fn call(
+    f: &Fixture,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let (status, text) = request(&f.state, method, path, token, body).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
