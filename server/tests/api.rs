@@ -8,27 +8,10 @@ use std::time::Duration;
 
 mod common;
 
-use common::{ENROLL, Fixture, TOKEN, call, fixture, git};
-
-const JOB: &str =
-    "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n";
+use common::{ENROLL, Fixture, JOB, TOKEN, call, fixture, git, with_repo};
 
 fn submit_body(good: &str, bad: &str) -> Value {
     json!({"repository": "r", "good": good, "bad": bad, "job": JOB, "metric": "t.x"})
-}
-
-async fn with_repo() -> Fixture {
-    let f = fixture().await;
-    let (s, v) = call(
-        &f,
-        "POST",
-        "/api/v1/repositories",
-        Some(TOKEN),
-        Some(json!({"name": "r", "url": f.repo.display().to_string()})),
-    )
-    .await;
-    assert_eq!(s, StatusCode::CREATED, "{v}");
-    f
 }
 
 async fn count(f: &Fixture, table: &str) -> i64 {

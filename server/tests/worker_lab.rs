@@ -9,26 +9,9 @@ use tower::ServiceExt;
 
 mod common;
 
-use common::{ENROLL, Fixture, TOKEN, call, fixture};
-
-const JOB: &str =
-    "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n";
+use common::{ENROLL, Fixture, JOB, TOKEN, call, fixture, with_repo};
 
 const KERNEL_JOB: &str = "testcase: t\ntbox_group: g\nkconfig: tiny-x86_64\nbuild: {kind: kernel}\ndeploy: {kind: qemu}\nrun: {command: 'echo x: 1'}\n";
-
-async fn with_repo() -> Fixture {
-    let f = fixture().await;
-    let (s, v) = call(
-        &f,
-        "POST",
-        "/api/v1/repositories",
-        Some(TOKEN),
-        Some(json!({"name": "r", "url": f.repo.display().to_string()})),
-    )
-    .await;
-    assert_eq!(s, StatusCode::CREATED, "{v}");
-    f
-}
 
 async fn put_text(f: &Fixture, path: &str, token: Option<&str>, body: &str) -> StatusCode {
     let mut req = Request::builder().method("PUT").uri(path);

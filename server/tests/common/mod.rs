@@ -133,3 +133,22 @@ pub async fn call(
     let (status, text) = request(&f.state, method, path, token, body).await;
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
+
+/// A minimal job spec whose run prints metric `t.x`.
+pub const JOB: &str =
+    "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n";
+
+/// `fixture()` with its repository registered as `r`.
+pub async fn with_repo() -> Fixture {
+    let f = fixture().await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(serde_json::json!({"name": "r", "url": f.repo.display().to_string()})),
+    )
+    .await;
+    assert_eq!(s, axum::http::StatusCode::CREATED, "{v}");
+    f
+}
