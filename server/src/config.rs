@@ -30,6 +30,10 @@ pub struct ServerConfig {
     /// The address people use to reach this server (for links in reports and mails).
     #[arg(long, env = "PERFBISECT_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Let the embedded PostgreSQL also listen on TCP at this address (password required).
+    /// Without it the cluster listens only on a private Unix socket in the data directory.
+    #[arg(long, env = "PERFBISECT_EMBEDDED_PG_LISTEN")]
+    pub embedded_pg_listen: Option<std::net::IpAddr>,
     #[command(flatten)]
     pub mail: Box<crate::notify::MailConfig>,
 }

@@ -66,7 +66,13 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         Some(url) => (url.clone(), None),
         None => {
             let dir = config.data_dir.join("postgres");
-            let cluster = tokio::task::spawn_blocking(move || pg::Cluster::start(&dir)).await??;
+            let options = pg::ClusterOptions {
+                fsync: true,
+                tcp: config.embedded_pg_listen,
+            };
+            let cluster =
+                tokio::task::spawn_blocking(move || pg::Cluster::start_with(&dir, &options))
+                    .await??;
             tracing::info!(port = cluster.port(), dir = %cluster.data_dir().display(), "embedded PostgreSQL running");
             db::ensure_database(&cluster.url("postgres"), "perfbisect").await?;
             (cluster.url("perfbisect"), Some(cluster))
@@ -119,9 +125,8 @@ fn read_or_create_token(path: &std::path::Path) -> anyhow::Result<String> {
         return Ok(t.trim().to_string());
     }
     let token = auth::new_token();
-    std::fs::write(path, &token).with_context(|| format!("writing {}", path.display()))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    // Mode 600 from the moment it exists: never readable by others, not even briefly.
+    pg::write_private(path, token.as_bytes())?;
     tracing::info!(file = %path.display(), "created a new token");
     Ok(token)
 }

@@ -122,8 +122,22 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let span = tracing::info_span!("task", task = task.task_id, bisect = task.bisect_id, sha = %&task.sha[..12]);
+        let span = tracing::info_span!("task", task = task.task_id, bisect = task.bisect_id, sha = %task::short(&task.sha));
         let _enter = span.enter();
+        if let Err(why) = task::validate_assignment(&task) {
+            tracing::error!(why, "refusing a task the server handed over");
+            let msg = CompleteTask {
+                outcome: TaskOutcome::Error,
+                message: Some(format!("the worker refused the task: {why}")),
+                log_tail: None,
+                failed_sha: None,
+            };
+            if let Err(e) = retry("complete", || ctx.client.complete(task.task_id, &msg)).await {
+                tracing::warn!(error = %e, "could not report the refusal; the lease will expire");
+            }
+            done += 1;
+            continue;
+        }
         let host_down = handle(&mut ctx, &task, heartbeat, shutdown_rx.clone()).await;
         done += 1;
         if host_down {

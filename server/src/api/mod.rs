@@ -2,6 +2,7 @@
 //! Each area is a module with its own routes, merged here.
 
 mod bisects;
+mod edge;
 mod kconfigs;
 mod reports;
 mod repositories;
@@ -47,6 +48,8 @@ pub fn router(state: AppState) -> Router {
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .with_state(state)
+        .layer(axum::middleware::from_fn(edge::json_errors))
+        .layer(axum::middleware::from_fn(edge::refuse_nul_in_uri))
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
 
@@ -66,24 +69,46 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// `Json<T>` whose rejections are our error body, naming the field serde complained about.
 pub struct ApiJson<T>(pub T);
 
+/// Text with a NUL character (which PostgreSQL cannot store) is refused here, for every
+/// body, with 422 naming the field; a body over the limit is 413.
 impl<T, S> FromRequest<S> for ApiJson<T>
 where
-    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    T: serde::de::DeserializeOwned,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(rejection) => {
-                let message = rejection.body_text();
-                Err(ApiError::BadRequest {
-                    field: field_in_serde_message(&message),
-                    message,
-                })
-            }
+        let value = match axum::Json::<serde_json::Value>::from_request(req, state).await {
+            Ok(axum::Json(v)) => v,
+            Err(rejection) => return Err(json_rejection(rejection)),
+        };
+        if let Some(path) = perfbisect_wire::text::find_nul(&value) {
+            return Err(ApiError::unprocessable(
+                &path,
+                "contains a NUL character, which cannot be stored",
+            ));
         }
+        serde_json::from_value(value).map(ApiJson).map_err(|e| {
+            let message = format!("Failed to deserialize the JSON body into the target type: {e}");
+            ApiError::BadRequest {
+                field: field_in_serde_message(&message),
+                message,
+            }
+        })
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    let message = rejection.body_text();
+    if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::TooLarge(format!(
+            "the body is larger than the server accepts: {message}"
+        ));
+    }
+    ApiError::BadRequest {
+        field: field_in_serde_message(&message),
+        message,
     }
 }
 

@@ -65,7 +65,7 @@ pub async fn run(
         cmdline.push(' ');
         cmdline.push_str(extra);
     }
-    let mut cmd = tokio::process::Command::new(&qemu.binary);
+    let mut cmd = exec::new_command(&qemu.binary);
     cmd.args(["-accel", &qemu.accel])
         .args(["-m", &job.deploy.memory_mb.unwrap_or(512).to_string()])
         .args(["-smp", &job.deploy.cpus.unwrap_or(1).to_string()])

@@ -44,7 +44,7 @@ impl SshHost {
     }
 
     fn ssh(&self, remote: &str) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("ssh");
+        let mut cmd = exec::new_command("ssh");
         cmd.args(["-p", &self.cfg.port.to_string()])
             .args(["-o", "BatchMode=yes"])
             .args(["-o", &format!("ConnectTimeout={CONNECT_SECS}")])
