@@ -60,6 +60,22 @@ fn preflight() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes the demo's API token to `<dir>/api-token`, readable by its owner only, so the
+/// dashboard and the CLI can submit and cancel while the demo keeps running.
+pub fn write_token(dir: &std::path::Path, token: &str) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("api-token");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)?;
+    writeln!(f, "{token}")?;
+    Ok(path)
+}
+
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     preflight()?;
     std::fs::create_dir_all(&args.dir)?;
@@ -105,6 +121,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         )?);
     }
     println!("server: {url}  (logs in {})", dir.display());
+    let token_file = write_token(&dir, &api_token)?;
+    println!(
+        "API token: {api_token}\n  (also in {}: paste it on the dashboard's Submit page, or\n   export PERFBISECT_SERVER={url} PERFBISECT_TOKEN=$(cat {}) for the CLI)",
+        token_file.display(),
+        token_file.display()
+    );
 
     api.add_repository("example", &ex.path.display().to_string())
         .await?;
@@ -242,5 +264,20 @@ pub async fn watch(
             bail!("bisect {id} did not end within {limit:?}");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_demo_token_is_written_for_its_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = super::write_token(dir.path(), "pbt_secret").unwrap();
+        assert_eq!(path, dir.path().join("api-token"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "pbt_secret\n");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 }

@@ -494,7 +494,9 @@ async fn report_endpoints_serve_text_json_and_eml() {
     );
     assert!(eml.contains("To: dev@example.org\r\n"));
     assert!(eml.contains("X-Patchwork-Hint: ignore\r\n"));
-    assert!(eml.contains("Content-Type: multipart/alternative"));
+    // The preview is the mail as lists get it: text, the job spec attached, no HTML.
+    assert!(eml.contains("Content-Type: multipart/mixed"), "{eml}");
+    assert!(!eml.contains("text/html") && !eml.contains("quoted-printable"));
 
     let running = bisect(
         &f,
@@ -1047,4 +1049,178 @@ async fn started_is_opt_in_and_announced_once() {
         "{raw}"
     );
     assert!(raw.contains("X-Perfbisect-Event: started\r\n"));
+}
+
+/// The raw message's leaf parts, as (headers, body); enough MIME for these assertions.
+fn leaf_parts(raw: &str) -> Vec<(String, String)> {
+    let boundary = raw
+        .split("boundary=\"")
+        .nth(1)
+        .and_then(|b| b.split('"').next())
+        .expect("a multipart message");
+    raw.split(&format!("--{boundary}"))
+        .skip(1)
+        .filter(|p| !p.starts_with("--"))
+        .map(|p| {
+            let (head, body) = p.trim_start_matches("\r\n").split_once("\r\n\r\n").unwrap();
+            (head.to_string(), body.to_string())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached() {
+    let f = fixture().await;
+    let id = bisect(
+        &f,
+        "fio-basic",
+        "fio.write_iops",
+        "searching",
+        &FIO_BASE,
+        &FIO_NEW,
+    )
+    .await;
+    let yaml = "testcase: fio-basic\ntbox_group: lkp\nkconfig: x86_64-rhel-9.4\n";
+    sqlx::query("UPDATE job_specs SET yaml = $1 WHERE hash = 'fio-basic'")
+        .bind(yaml)
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    let kconfig = "CONFIG_64BIT=y\n# CONFIG_KASAN is not set\n";
+    sqlx::query("INSERT INTO kconfigs (name, content, sha256) VALUES ('x86_64-rhel-9.4', $1, 'x')")
+        .bind(kconfig)
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    let (s, _) = call(
+        &f,
+        "PUT",
+        &format!("/api/v1/bisects/{id}/mail"),
+        Some(TOKEN),
+        Some(json!({"in_reply_to": "<patch.1@example.org>"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let mut settings = settings(3);
+    settings
+        .events
+        .push(perfbisect_server::notify::Event::Started);
+    let fake = FakeTransport::default();
+
+    // The announcement answers the submitter's thread.
+    assert_eq!(outbox::enqueue_started(&f.state.db).await.unwrap(), 1);
+    let c = claim(&f).await.unwrap();
+    assert_eq!(
+        sender::deliver(&f.state, &settings, &fake, &c)
+            .await
+            .unwrap(),
+        Delivery::Sent
+    );
+    // The final report answers the announcement.
+    sqlx::query("UPDATE bisects SET status = 'found', culprit_sha = $2, culprit_confidence = 0.995 WHERE id = $1")
+        .bind(id)
+        .bind(C1)
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    let mut tx = f.state.db.begin().await.unwrap();
+    outbox::enqueue(&mut tx, id, "found").await.unwrap();
+    tx.commit().await.unwrap();
+    let c = claim(&f).await.unwrap();
+    assert_eq!(c.event, "found");
+    assert_eq!(
+        sender::deliver(&f.state, &settings, &fake, &c)
+            .await
+            .unwrap(),
+        Delivery::Sent
+    );
+
+    let sent = fake.sent.lock().unwrap().clone();
+    let raws: Vec<String> = sent
+        .iter()
+        .map(|m| String::from_utf8(m.2.clone()).unwrap())
+        .collect();
+    // Header values as a reader sees them: folded lines joined.
+    let header = |raw: &str, name: &str| -> Option<String> {
+        let head = raw.split("\r\n\r\n").next().unwrap().replace("\r\n ", " ");
+        head.split("\r\n")
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+    };
+    let started_id = header(&raws[0], "Message-ID").unwrap();
+    assert_eq!(
+        header(&raws[0], "In-Reply-To").as_deref(),
+        Some("<patch.1@example.org>")
+    );
+    assert_eq!(
+        header(&raws[0], "References").as_deref(),
+        Some("<patch.1@example.org>")
+    );
+    assert_eq!(header(&raws[1], "In-Reply-To"), Some(started_id.clone()));
+    assert_eq!(
+        header(&raws[1], "References"),
+        Some(format!("<patch.1@example.org> {started_id}"))
+    );
+    for raw in &raws {
+        assert!(raw.contains("Content-Type: multipart/mixed"), "{raw}");
+        assert!(
+            !raw.contains("quoted-printable") && !raw.contains("text/html"),
+            "{raw}"
+        );
+        let parts = leaf_parts(raw);
+        assert_eq!(parts.len(), 3, "{raw}");
+        for (head, _) in &parts {
+            assert!(head.contains("Content-Type: text/plain"), "{head}");
+            assert!(head.contains("Content-Transfer-Encoding: 7bit"), "{head}");
+        }
+        assert!(!parts[0].0.contains("Content-Disposition"));
+        assert!(
+            parts[1]
+                .0
+                .contains("Content-Disposition: attachment; filename=\"job.yaml\"")
+        );
+        assert_eq!(parts[1].1.trim_end().replace("\r\n", "\n"), yaml.trim_end());
+        assert!(
+            parts[2]
+                .0
+                .contains("Content-Disposition: attachment; filename=\"config-x86_64-rhel-9.4\"")
+        );
+        assert_eq!(
+            parts[2].1.trim_end().replace("\r\n", "\n"),
+            kconfig.trim_end()
+        );
+    }
+    // The report's table keeps its width: no line is folded or escaped.
+    let report = &leaf_parts(&raws[1])[0].1;
+    let wide = report.split("\r\n").filter(|l| l.len() > 76).count();
+    assert!(wide > 0, "{report}");
+    assert!(report.contains("fio.write_iops\r\n"), "{report}");
+
+    // With the operator's opt-in, an HTML alternative rides beside the text.
+    let mut html = settings.clone();
+    html.html = true;
+    let loaded = load(&f, id).await.unwrap();
+    let content = perfbisect_server::notify::compose::content(
+        &loaded,
+        perfbisect_server::notify::Event::Found,
+        &html,
+    )
+    .unwrap();
+    let rcpt =
+        perfbisect_server::notify::recipients::Recipients::assemble(["dev@example.org"], [], []);
+    let composed = perfbisect_server::notify::compose::compose(
+        &content,
+        id,
+        perfbisect_server::notify::Event::Found,
+        &rcpt,
+        &html,
+        &Default::default(),
+        &Default::default(),
+        "<x@perfbisect.example>",
+        std::time::SystemTime::now(),
+    )
+    .unwrap();
+    let raw = String::from_utf8(composed.raw).unwrap();
+    assert!(raw.contains("Content-Type: multipart/alternative"), "{raw}");
+    assert!(raw.contains("Content-Type: text/html"), "{raw}");
+    assert!(!raw.contains("quoted-printable"), "{raw}");
 }

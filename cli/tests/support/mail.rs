@@ -23,6 +23,18 @@ pub struct Received {
     pub content_type: String,
     pub text: Option<String>,
     pub html: Option<String>,
+    /// Every leaf MIME part, in order.
+    #[serde(default)]
+    pub parts: Vec<Part>,
+}
+
+/// One leaf MIME part as Python's email package decodes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Part {
+    pub content_type: String,
+    pub transfer_encoding: String,
+    pub filename: Option<String>,
+    pub content: String,
 }
 
 impl Received {

@@ -43,6 +43,18 @@ class Sink:
         msg = email.message_from_bytes(raw, policy=email.policy.default)
         text = msg.get_body(("plain",))
         html = msg.get_body(("html",))
+        # Every leaf part as a list reader sees it: its type, transfer encoding, file name
+        # (attachments) and decoded text.
+        parts = [
+            {
+                "content_type": part.get_content_type(),
+                "transfer_encoding": str(part.get("Content-Transfer-Encoding", "")),
+                "filename": part.get_filename(),
+                "content": unix(part.get_content()),
+            }
+            for part in msg.walk()
+            if not part.is_multipart()
+        ]
         record = {
             "mail_from": envelope.mail_from,
             "rcpt_tos": envelope.rcpt_tos,
@@ -51,6 +63,7 @@ class Sink:
             "content_type": msg.get_content_type(),
             "text": unix(text.get_content()) if text is not None else None,
             "html": unix(html.get_content()) if html is not None else None,
+            "parts": parts,
         }
         self.saved += 1
         path = os.path.join(self.args.dir, "%03d.json" % self.saved)

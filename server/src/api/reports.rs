@@ -133,6 +133,7 @@ async fn get_report_eml(
                 recipients::resolve(&state.db, &state.mirrors, settings, &loaded, event).await?;
             let content = compose::content(&loaded, event, settings).map_err(unrenderable)?;
             let options = MailOptions::load(&state.db, id).await?;
+            let extras = compose::extras(&state.db, id, event, settings).await?;
             compose::compose(
                 &content,
                 id,
@@ -140,6 +141,7 @@ async fn get_report_eml(
                 &rcpt,
                 settings,
                 &options,
+                &extras,
                 &compose::message_id(&key, settings),
                 SystemTime::now(),
             )

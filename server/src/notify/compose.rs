@@ -1,11 +1,17 @@
 //! From a bisect to the bytes of its mail: the report (rendered by `perfbisect_report`),
-//! the headers, and a multipart/alternative body (text first, HTML second).
+//! the headers, and the body as mailing lists take it: one text/plain part in 7bit or 8bit
+//! (never quoted-printable, which mangles the table), the job spec and kernel config
+//! attached as text, and an HTML alternative only where the operator turned it on.
+//! Every mail of a bisect threads under its `started` mail and under the message id the
+//! submitter gave (`MailOptions::in_reply_to`).
 
 use super::recipients::Recipients;
 use super::{Event, MailSettings};
 use crate::report_input::Loaded;
-use lettre::message::header::{ContentType, HeaderName, HeaderValue};
-use lettre::message::{Mailbox, MultiPart, SinglePart};
+use lettre::message::header::{
+    ContentDisposition, ContentTransferEncoding, ContentType, HeaderName, HeaderValue,
+};
+use lettre::message::{Body, Mailbox, MultiPart, SinglePart};
 use perfbisect_report::{Report, ReportError, ReportInput};
 use std::time::SystemTime;
 
@@ -21,6 +27,8 @@ pub enum ComposeError {
     Email(#[from] lettre::error::Error),
     #[error("the envelope: {0}")]
     Envelope(#[from] lettre::address::AddressError),
+    #[error("{0}: a line is longer than SMTP's 998 characters or holds a NUL byte")]
+    Unsendable(String),
 }
 
 /// Per-bisect options: threading onto a posted patch, another Reply-To, extra headers.
@@ -145,6 +153,102 @@ pub fn message_id(key: &str, settings: &MailSettings) -> String {
     format!("<{key}@{}>", settings.message_id_domain())
 }
 
+/// A text file attached to a mail (the job spec, the kernel config).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    pub filename: String,
+    pub text: String,
+}
+
+/// What a mail carries besides its report: the materials to reproduce it, and the thread
+/// it belongs to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extras {
+    pub attachments: Vec<Attachment>,
+    /// The Message-ID of the bisect's `started` mail, when it has one: later mails reply
+    /// to it, so one bisect reads as one thread.
+    pub thread_root: Option<String>,
+}
+
+/// The job spec as submitted (and the kernel config it names, if stored), and the thread
+/// root of `bisect`'s mails. A `started` mail is its own root.
+pub async fn extras(
+    db: &sqlx::PgPool,
+    bisect: i64,
+    event: Event,
+    settings: &MailSettings,
+) -> sqlx::Result<Extras> {
+    let row: Option<(String, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT j.yaml, k.name, k.content FROM bisects b
+         JOIN job_specs j ON j.id = b.job_spec_id
+         LEFT JOIN kconfigs k ON k.name = j.spec ->> 'kconfig'
+         WHERE b.id = $1",
+    )
+    .bind(bisect)
+    .fetch_optional(db)
+    .await?;
+    let mut attachments = Vec::new();
+    if let Some((yaml, kconfig_name, kconfig)) = row {
+        attachments.push(Attachment {
+            filename: "job.yaml".into(),
+            text: yaml,
+        });
+        if let (Some(name), Some(text)) = (kconfig_name, kconfig) {
+            attachments.push(Attachment {
+                filename: format!("config-{name}"),
+                text,
+            });
+        }
+    }
+    let thread_root = if event == Event::Started {
+        None
+    } else {
+        let key: Option<String> = sqlx::query_scalar(
+            "SELECT message_key FROM outbox WHERE bisect_id = $1 AND event = 'started'",
+        )
+        .bind(bisect)
+        .fetch_optional(db)
+        .await?;
+        key.map(|k| message_id(&k, settings))
+    };
+    Ok(Extras {
+        attachments,
+        thread_root,
+    })
+}
+
+/// A text part in 7bit (ASCII) or 8bit (UTF-8), lines as written: reports are wider
+/// than the 76 columns below which lettre would pick quoted-printable, and mailing lists
+/// want the table readable in the raw message. With `filename`, an attachment.
+fn text_part(
+    text: &str,
+    content_type: ContentType,
+    filename: Option<&str>,
+) -> Result<SinglePart, ComposeError> {
+    let what = filename.unwrap_or("the report");
+    if text.contains('\0') || text.lines().any(|l| l.len() > 998) {
+        return Err(ComposeError::Unsendable(what.to_string()));
+    }
+    let mut crlf = String::with_capacity(text.len() + text.len() / 40);
+    for line in text.lines() {
+        crlf.push_str(line);
+        crlf.push_str("\r\n");
+    }
+    let encoding = if crlf.is_ascii() {
+        ContentTransferEncoding::SevenBit
+    } else {
+        ContentTransferEncoding::EightBit
+    };
+    let body = Body::dangerous_pre_encoded(crlf.into_bytes(), encoding);
+    Ok(match filename {
+        Some(name) => SinglePart::builder()
+            .header(content_type)
+            .header(ContentDisposition::attachment(name))
+            .body(body),
+        None => SinglePart::builder().header(content_type).body(body),
+    })
+}
+
 /// A whole mail, ready for the envelope.
 #[derive(Debug, Clone)]
 pub struct Composed {
@@ -176,6 +280,7 @@ pub fn compose(
     recipients: &Recipients,
     settings: &MailSettings,
     options: &MailOptions,
+    extras: &Extras,
     message_id: &str,
     date: SystemTime,
 ) -> Result<Composed, ComposeError> {
@@ -194,8 +299,17 @@ pub fn compose(
     if let Some(r) = reply_to {
         b = b.reply_to(r);
     }
-    if let Some(id) = &options.in_reply_to {
-        b = b.in_reply_to(id.clone()).references(id.clone());
+    let references: Vec<&str> = options
+        .in_reply_to
+        .iter()
+        .chain(&extras.thread_root)
+        .map(String::as_str)
+        .filter(|id| *id != message_id)
+        .collect();
+    if let Some(parent) = references.last() {
+        b = b
+            .in_reply_to(parent.to_string())
+            .references(references.join(" "));
     }
     for m in &recipients.to {
         b = b.to(m.clone());
@@ -223,18 +337,36 @@ pub fn compose(
         Some(envelope_from.clone()),
         envelope_to,
     )?);
-    let body = MultiPart::alternative()
-        .singlepart(
-            SinglePart::builder()
-                .header(ContentType::TEXT_PLAIN)
-                .body(content.text.clone()),
-        )
-        .singlepart(
-            SinglePart::builder()
-                .header(ContentType::TEXT_HTML)
-                .body(content.html.clone()),
-        );
-    let message = b.multipart(body)?;
+    let text = text_part(&content.text, ContentType::TEXT_PLAIN, None)?;
+    let alternative = settings.html.then(|| {
+        MultiPart::alternative()
+            .singlepart(text.clone())
+            .singlepart(
+                text_part(&content.html, ContentType::TEXT_HTML, None)
+                    .expect("the HTML report has short lines"),
+            )
+    });
+    let message = if extras.attachments.is_empty() {
+        match alternative {
+            Some(alt) => b.multipart(alt)?,
+            // A lone text part is the message body itself: no multipart wrapper at all.
+            None => b.singlepart(text)?,
+        }
+    } else {
+        // The body first, then each material, as LKP attaches its job file and config.
+        let mut mixed = match alternative {
+            Some(alt) => MultiPart::mixed().multipart(alt),
+            None => MultiPart::mixed().singlepart(text),
+        };
+        for a in &extras.attachments {
+            mixed = mixed.singlepart(text_part(
+                &a.text,
+                ContentType::TEXT_PLAIN,
+                Some(&a.filename),
+            )?);
+        }
+        b.multipart(mixed)?
+    };
     Ok(Composed {
         message_id: message_id.to_string(),
         subject: content.subject.clone(),

@@ -64,6 +64,10 @@ pub struct MailConfig {
     /// Who signs the reports ("<name> noticed a 54.8% improvement ...").
     #[arg(long, env = "PERFBISECT_MAIL_ROBOT_NAME", default_value = DEFAULT_ROBOT)]
     pub mail_robot_name: String,
+    /// Add an HTML alternative to the text report. Off by default: kernel mailing lists
+    /// refuse HTML mail.
+    #[arg(long, env = "PERFBISECT_MAIL_HTML")]
+    pub mail_html: bool,
     /// YAML map `metric glob: higher|lower`, checked before the built-in KPI directions.
     #[arg(long, env = "PERFBISECT_KPI_FILE")]
     pub kpi_file: Option<PathBuf>,
@@ -86,6 +90,7 @@ impl Default for MailConfig {
             mail_max_attempts: DEFAULT_MAX_ATTEMPTS,
             mail_retry_secs: DEFAULT_RETRY_SECS,
             mail_robot_name: DEFAULT_ROBOT.into(),
+            mail_html: false,
             kpi_file: None,
         }
     }
@@ -261,6 +266,7 @@ impl MailConfig {
                 ..ReportConfig::default()
             },
             robot_name: self.mail_robot_name.clone(),
+            html: self.mail_html,
         })
     }
 }

@@ -3,7 +3,8 @@
 //! - `outbox`: the table's operations. A final status and its mail row are written in one
 //!   transaction (`enqueue`, called by `scheduler::finish`); senders claim rows with
 //!   `FOR UPDATE SKIP LOCKED` and a lease, so replicas never send the same row at once.
-//! - `compose`: renders the report and builds the MIME message (text + HTML).
+//! - `compose`: renders the report and builds the MIME message (text/plain in 7bit or
+//!   8bit with the job spec and kconfig attached; HTML only when configured), threaded.
 //! - `recipients`: who gets what (submitter, subscribers, optionally the culprit's author
 //!   and its trailers).
 //! - `sender`: the loop: freeze the message once, send it, retry with exponential backoff,
@@ -121,6 +122,8 @@ pub struct MailSettings {
     pub lease: Duration,
     pub report: ReportConfig,
     pub robot_name: String,
+    /// Send an HTML alternative besides the text (`PERFBISECT_MAIL_HTML`); off by default.
+    pub html: bool,
 }
 
 /// Retries are spaced at most this far apart.

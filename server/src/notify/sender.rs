@@ -168,6 +168,7 @@ async fn freeze(
         Err(e) => return Ok(Err(format!("the report cannot be rendered: {e}"))),
     };
     let options = MailOptions::load(&state.db, c.bisect_id).await?;
+    let extras = compose::extras(&state.db, c.bisect_id, event, settings).await?;
     let composed = match compose::compose(
         &content,
         c.bisect_id,
@@ -175,6 +176,7 @@ async fn freeze(
         &rcpt,
         settings,
         &options,
+        &extras,
         &compose::message_id(&c.message_key, settings),
         SystemTime::now(),
     ) {
