@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::dashboard::routes())
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/metrics", axum::routing::get(crate::metrics::handler))
         .with_state(state)
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
