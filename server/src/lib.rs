@@ -3,19 +3,24 @@
 //! `run` is the whole process: configuration → database (embedded or `DATABASE_URL`) →
 //! migrations → tokens → background loops (scheduler, lease reaper, queue listener) → HTTP.
 
+pub mod allocator;
 pub mod api;
+pub mod assessing;
 pub mod auth;
 pub mod config;
 pub mod dashboard;
 pub mod db;
+pub mod dispatch;
 pub mod error;
 pub mod git;
 pub mod graphs;
+pub mod metrics;
 pub mod notify;
 pub mod pg;
 pub mod queue;
 pub mod report_input;
 pub mod scheduler;
+pub mod store;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -105,7 +110,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tokio::spawn(queue::listen_for_tasks(state.clone(), url.clone()));
     tokio::spawn(queue::reap_expired_leases(state.clone()));
-    tokio::spawn(scheduler::tick(state.clone()));
+    dispatch::spawn(&state);
     notify::sender::spawn(&state)?;
     tracing::info!(%addr, "perfbisect server listening");
     println!("perfbisect server listening on http://{addr}");

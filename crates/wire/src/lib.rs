@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod job;
+pub mod states;
 pub mod tasks;
 pub mod text;
 pub mod worker;

@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::dashboard::routes())
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/metrics", axum::routing::get(crate::metrics::handler))
         .with_state(state)
         .layer(axum::middleware::from_fn(edge::json_errors))
         .layer(axum::middleware::from_fn(edge::refuse_nul_in_uri))

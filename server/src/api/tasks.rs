@@ -337,9 +337,8 @@ async fn interrupted(
     }
     if requeued.is_some() {
         crate::queue::notify_queued(&state.db).await?;
-        crate::scheduler::advance(&state, bisect)
-            .await
-            .map_err(ApiError::Internal)?;
+        crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
+            .await?;
     }
     Ok(Json(InterruptedReply {
         requeued: requeued.is_some(),

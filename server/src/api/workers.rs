@@ -86,6 +86,13 @@ async fn register(
     if requeued.rows_affected() > 0 {
         crate::queue::notify_queued(&state.db).await?;
     }
+    // A host came (or came back): its group's shares change.
+    crate::store::wakeups::wake_group(
+        &state.db,
+        &req.host_group,
+        crate::store::wakeups::Reason::HostsChanged,
+    )
+    .await?;
     tracing::info!(
         host_id,
         name = req.name,
@@ -209,6 +216,7 @@ async fn upload_run(
     Path(id): Path<i64>,
     ApiJson(run): ApiJson<RunUpload>,
 ) -> ApiResult<StatusCode> {
+    let started = std::time::Instant::now();
     let task: Option<UploadTarget> = sqlx::query_as(
         "SELECT t.bisect_id, t.sha AS task_sha, t.pair_sha, t.runs, t.state AS task_state,
                 t.host_id AS holder, b.metric FROM tasks t
@@ -274,7 +282,7 @@ async fn upload_run(
             ),
         ));
     }
-    sqlx::query(
+    let stored = sqlx::query(
         "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at, environment)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (task_id, iteration) DO NOTHING",
     )
@@ -292,6 +300,16 @@ async fn upload_run(
     .execute(&state.db)
     .await?;
     renew(&state, id, host.host_id).await?;
+    // New evidence: the scheduler decides again, off this request's path.
+    if stored.rows_affected() > 0 {
+        crate::store::wakeups::wake(
+            &state.db,
+            bisect_id,
+            crate::store::wakeups::Reason::RunStored,
+        )
+        .await?;
+    }
+    crate::metrics::observe_upload(started.elapsed());
     Ok(StatusCode::CREATED)
 }
 
@@ -306,6 +324,7 @@ async fn complete(
     Path(id): Path<i64>,
     ApiJson(req): ApiJson<CompleteTask>,
 ) -> ApiResult<StatusCode> {
+    let started = std::time::Instant::now();
     let tail = req.log_tail.map(|t| {
         t.chars()
             .rev()
@@ -338,9 +357,9 @@ async fn complete(
     if req.outcome == TaskOutcome::Error {
         crate::queue::notify_queued(&state.db).await?;
     }
-    crate::scheduler::advance(&state, bisect)
-        .await
-        .map_err(ApiError::Internal)?;
+    crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
+        .await?;
+    crate::metrics::observe_complete(started.elapsed());
     Ok(StatusCode::OK)
 }
 

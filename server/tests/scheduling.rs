@@ -1,0 +1,189 @@
+//! Event-driven scheduling: uploads and completions only record wake-ups, the dispatcher
+//! advances, and an advance in progress never blocks a run insert.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::{ENROLL, Fixture, JOB, TOKEN, call, with_repo};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn register(f: &Fixture, name: &str) -> String {
+    let (s, reg) = call(
+        f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": name, "host_group": "g"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{reg}");
+    reg["token"].as_str().unwrap().to_string()
+}
+
+async fn submit(f: &Fixture) -> i64 {
+    let (s, b) = call(
+        f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(json!({"repository": "r", "good": "v1", "bad": "v5", "job": JOB, "metric": "t.x"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    b["id"].as_i64().unwrap()
+}
+
+async fn claim(f: &Fixture, token: &str) -> Value {
+    let (s, task) = call(
+        f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(token),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    task
+}
+
+fn run_body(iteration: u32, sha: &str, value: f64) -> Value {
+    let now = chrono::Utc::now().to_rfc3339();
+    json!({"iteration": iteration, "sha": sha, "completed": true, "metrics": {"t.x": value},
+           "started_at": now, "finished_at": now})
+}
+
+async fn count(f: &Fixture, sql: &'static str, bisect: i64) -> i64 {
+    sqlx::query_scalar(sql)
+        .bind(bisect)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap()
+}
+
+/// Polls `cond` until it holds or 20 s pass.
+async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !cond().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_completed_task_wakes_the_scheduler_which_advances_off_the_request_path() {
+    let f = with_repo().await;
+    let token = register(&f, "h1").await;
+    let bisect = submit(&f).await;
+    // The submission's own advance answered its wake-up.
+    let pending = "SELECT count(*) FROM scheduler_wakeups WHERE bisect_id = $1";
+    assert_eq!(count(&f, pending, bisect).await, 0);
+    let task = claim(&f, &token).await;
+    let (tid, sha, runs) = (
+        task["task_id"].as_i64().unwrap(),
+        task["sha"].as_str().unwrap().to_string(),
+        task["runs"].as_u64().unwrap() as u32,
+    );
+    for i in 0..runs {
+        let (s, v) = call(
+            &f,
+            "POST",
+            &format!("/api/v1/worker/tasks/{tid}/runs"),
+            Some(&token),
+            Some(run_body(i, &sha, 1.0 + f64::from(i) * 0.01)),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let tasks = "SELECT count(*) FROM tasks WHERE bisect_id = $1";
+    let before = count(&f, tasks, bisect).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid}/complete"),
+        Some(&token),
+        Some(json!({"outcome": "done"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // No dispatcher runs yet: the request only recorded why the bisect needs a decision.
+    assert_eq!(count(&f, tasks, bisect).await, before);
+    let reasons: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT reason FROM scheduler_wakeups WHERE bisect_id = $1 ORDER BY 1",
+    )
+    .bind(bisect)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    assert_eq!(reasons, vec!["run_stored", "task_ended"]);
+    // The dispatcher answers every wake-up with one advance, which queues the next work.
+    perfbisect_server::dispatch::spawn(&f.state);
+    eventually("the wake-ups are consumed", || async {
+        count(&f, pending, bisect).await == 0
+    })
+    .await;
+    eventually("the next task is queued", || async {
+        count(
+            &f,
+            "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state = 'queued'",
+            bisect,
+        )
+        .await
+            > 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_is_stored_while_an_advance_of_its_bisect_is_in_progress() {
+    let f = with_repo().await;
+    let token = register(&f, "h1").await;
+    let bisect = submit(&f).await;
+    let task = claim(&f, &token).await;
+    let (tid, sha) = (
+        task["task_id"].as_i64().unwrap(),
+        task["sha"].as_str().unwrap().to_string(),
+    );
+    // Hold what an advance holds until it commits: the bisect's advisory lock and the update
+    // of its row (status, summary).
+    let mut advance = f.state.db.begin().await.unwrap();
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+        .bind(bisect)
+        .fetch_one(&mut *advance)
+        .await
+        .unwrap();
+    assert!(locked);
+    sqlx::query("UPDATE bisects SET updated_at = now(), candidates_remaining = 3 WHERE id = $1")
+        .bind(bisect)
+        .execute(&mut *advance)
+        .await
+        .unwrap();
+    let path = format!("/api/v1/worker/tasks/{tid}/runs");
+    let upload = call(
+        &f,
+        "POST",
+        &path,
+        Some(&token),
+        Some(run_body(0, &sha, 1.0)),
+    );
+    let (s, v) = tokio::time::timeout(Duration::from_secs(10), upload)
+        .await
+        .expect("the run upload waited for the advance");
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    // A second advance of the same bisect does not start while the first holds the lock.
+    assert!(
+        !perfbisect_server::scheduler::try_advance(&f.state, bisect)
+            .await
+            .unwrap()
+    );
+    advance.rollback().await.unwrap();
+    assert!(
+        perfbisect_server::scheduler::try_advance(&f.state, bisect)
+            .await
+            .unwrap()
+    );
+}
