@@ -261,6 +261,7 @@ async fn work_inner(
             end,
             mut log,
             environment,
+            ..
         } = outcome;
         let (completed, metrics) = match end {
             RunEnd::Cancelled => return Ok(stopped("stopped during a run")),
