@@ -42,6 +42,8 @@ pub struct AppState {
     pub mail: Arc<notify::MailSettings>,
     /// Candidate graphs of bisects this replica has advanced.
     pub graphs: graphs::GraphCache,
+    /// Who may read (`--require-read-token`, `--trusted-user-header`).
+    pub access: Arc<auth::ReadAccess>,
 }
 
 impl AppState {
@@ -59,6 +61,7 @@ impl AppState {
             public_url,
             mail: Arc::new(notify::MailSettings::default()),
             graphs: graphs::GraphCache::default(),
+            access: Arc::default(),
         }
     }
 }
@@ -85,17 +88,21 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     };
     let db = db::connect(&url).await?;
     db::migrate(&db).await?;
-    let token_file_dir = config.data_dir.clone();
-    let api_token = match &config.api_token {
-        Some(t) => t.clone(),
-        None => read_or_create_token(&token_file_dir.join("api-token"))?,
-    };
-    let enroll_token = match &config.enroll_token {
-        Some(t) => t.clone(),
-        None => read_or_create_token(&token_file_dir.join("enroll-token"))?,
-    };
-    auth::ensure_token(&db, "api", "configured", &api_token).await?;
-    auth::ensure_token(&db, "enroll", "configured", &enroll_token).await?;
+    // Tokens given at start replace the previous start's: a rotated token stops working.
+    for (kind, file, given) in [
+        ("api", "api-token", config.api_token()?),
+        ("enroll", "enroll-token", config.enroll_token()?),
+        ("operator", "operator-token", config.operator_token()?),
+    ] {
+        let token = match given {
+            Some(t) => t,
+            None => read_or_create_token(&config.data_dir.join(file))?,
+        };
+        let revoked = auth::replace_startup_token(&db, kind, &token).await?;
+        if revoked > 0 {
+            tracing::info!(kind, revoked, "revoked the previous startup token");
+        }
+    }
 
     let mut state = AppState::new(
         db.clone(),
@@ -104,6 +111,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         config.public_url(),
     );
     state.mail = Arc::new(config.mail.settings()?);
+    state.access = Arc::new(config.read_access()?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;

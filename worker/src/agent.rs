@@ -10,7 +10,7 @@ use crate::WorkerConfig;
 use crate::build::Builder;
 use crate::cache::Cache;
 use crate::checkout::Workspace;
-use crate::client::{Client, retry};
+use crate::client::{Client, ClientError, retry};
 use crate::deploy::DeployError;
 use crate::deploy::ssh::SshHost;
 use crate::note::TaskNote;
@@ -45,15 +45,36 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         tracing::info!(leftovers, "removed unfinished builds of an earlier run");
     }
     let name = config.name();
-    let enroll = Client::new(&config.server).with_token(&config.enroll_token);
+    crate::sanitize::pass_also(&config.pass_env);
+    let enroll = Client::new(&config.server).with_token(&config.enroll_token()?);
+    // The worker token of the last registration: registering again under this name needs it.
+    let token_file = config.work_dir.join("worker-token");
+    let previous_token = std::fs::read_to_string(&token_file)
+        .ok()
+        .map(|t| t.trim().to_string());
+    if let Some(t) = &previous_token {
+        enroll.scrubber().add(t);
+    }
     let req = RegisterWorker {
         name: name.clone(),
         host_group: config.host_group.clone(),
         machine: crate::machine::describe(),
+        previous_token,
     };
-    let reg = retry("register", || enroll.register(&req))
-        .await
-        .context("registering with the server")?;
+    let reg = match retry("register", || enroll.register(&req)).await {
+        Ok(reg) => reg,
+        Err(ClientError::Refused {
+            status, message, ..
+        }) if status.as_u16() == 409 => {
+            tracing::error!(name, message, "another worker holds this name; exiting");
+            anyhow::bail!(
+                "the server refused the name `{name}`: {message} (start this worker with another --name, or have an operator register it)"
+            );
+        }
+        Err(e) => return Err(e).context("registering with the server"),
+    };
+    crate::sanitize::write_private(&token_file, reg.token.as_bytes())
+        .with_context(|| format!("writing {}", token_file.display()))?;
     tracing::info!(
         host_id = reg.host_id,
         name,
@@ -116,6 +137,17 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         let task = match claimed {
             Ok(Some(task)) => task,
             Ok(None) => continue,
+            Err(ClientError::Refused {
+                status, message, ..
+            }) if status.as_u16() == 401 => {
+                // Another registration took this name over, or the token was revoked:
+                // claiming again would fail forever.
+                tracing::error!(
+                    message,
+                    "the server no longer accepts this worker's token (its name was registered again elsewhere, or the token was revoked); exiting"
+                );
+                anyhow::bail!("this worker's registration was replaced or revoked: {message}");
+            }
             Err(e) => {
                 tracing::error!(error = %e, "claim failed");
                 tokio::time::sleep(Duration::from_secs(2)).await;

@@ -27,8 +27,19 @@ const ALLOWED: &[&str] = &[
 /// Parts of a variable's name that mark it as a secret.
 const SECRET_MARKERS: &[&str] = &["TOKEN", "PASSWORD", "SECRET", "CREDENTIAL", "PASSPHRASE"];
 
+/// Variables the operator added to the allow-list (`--pass-env`).
+static EXTRA: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Adds `names` to the allow-list, once, at start.
+pub fn pass_also(names: &[String]) {
+    let _ = EXTRA.set(names.iter().map(|n| n.trim().to_string()).collect());
+}
+
 /// Is variable `name` passed on to job commands?
 pub fn inherited(name: &str) -> bool {
+    if EXTRA.get().is_some_and(|e| e.iter().any(|x| x == name)) {
+        return true;
+    }
     let upper = name.to_ascii_uppercase();
     if SECRET_MARKERS.iter().any(|m| upper.contains(m)) {
         return false;
@@ -90,6 +101,20 @@ impl Scrubber {
             other => other,
         }
     }
+}
+
+/// Creates `path` with mode 600 from the start (a token is never readable by others, not
+/// even briefly).
+pub fn write_private(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(contents)
 }
 
 #[cfg(test)]

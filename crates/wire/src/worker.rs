@@ -20,11 +20,15 @@ pub struct MachineInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterWorker {
-    /// Unique host name; registering again under the same name replaces the old token.
+    /// Unique host name. Registering again under a registered name needs that worker's
+    /// current token (`previous_token`) or an operator's token; it replaces the old token.
     pub name: String,
     pub host_group: String,
     #[serde(default)]
     pub machine: MachineInfo,
+    /// The worker token this worker was given last time, when it registers again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

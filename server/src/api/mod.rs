@@ -7,6 +7,7 @@ mod kconfigs;
 mod reports;
 mod repositories;
 mod tasks;
+mod tokens;
 mod workers;
 
 pub(crate) use bisects::load_bisect;
@@ -28,9 +29,38 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "workers", description = "The worker protocol"),
         (name = "tasks", description = "What each task did: runs, environments, build logs"),
         (name = "kconfigs", description = "Kernel configs that kernel jobs name"),
-    )
+        (name = "tokens", description = "Tokens and their roles (operators only)"),
+    ),
+    modifiers(&SecuritySchemes)
 )]
 struct ApiDoc;
+
+/// The bearer tokens the `security` of each operation names (roles: ARCHITECTURE.md).
+struct SecuritySchemes;
+
+impl utoipa::Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, what) in [
+            ("reader_token", "A reader's token (any valid token reads)"),
+            ("api_token", "A submitter's (or operator's) token"),
+            ("operator_token", "An operator's token"),
+            ("enroll_token", "An enrollment (or operator's) token"),
+            ("worker_token", "The worker token answered by registration"),
+        ] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(
+                    HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .description(Some(what))
+                        .build(),
+                ),
+            );
+        }
+    }
+}
 
 pub fn router(state: AppState) -> Router {
     let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
@@ -40,6 +70,7 @@ pub fn router(state: AppState) -> Router {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(tokens::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -48,7 +79,11 @@ pub fn router(state: AppState) -> Router {
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .route("/metrics", axum::routing::get(crate::metrics::handler))
-        .with_state(state)
+        .with_state(state.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            crate::auth::read_gate,
+        ))
         .layer(axum::middleware::from_fn(edge::json_errors))
         .layer(axum::middleware::from_fn(edge::refuse_nul_in_uri))
         .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -63,6 +98,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(tokens::routes())
         .split_for_parts();
     openapi
 }

@@ -34,11 +34,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Register (or re-register) a worker with an enrollment token; answers a worker token.
 #[utoipa::path(post, path = "/api/v1/worker/register", tag = "workers", request_body = RegisterWorker,
-    responses((status = 200, body = WorkerRegistered), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = WorkerRegistered), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 409, description = "The name belongs to another worker", body = ErrorBody)),
     security(("enroll_token" = [])))]
 async fn register(
     State(state): State<AppState>,
-    _enrolled: Enrollment,
+    enrolled: Enrollment,
     ApiJson(req): ApiJson<RegisterWorker>,
 ) -> ApiResult<Json<WorkerRegistered>> {
     let name_ok = |s: &str| {
@@ -60,18 +61,30 @@ async fn register(
         ));
     }
     let token = new_token();
-    let host_id: i64 = sqlx::query_scalar(
+    // A registered name is taken over only by its own worker (its current token) or an
+    // operator, decided in the same statement that writes the new token.
+    let host_id: Option<i64> = sqlx::query_scalar(
         "INSERT INTO hosts (name, host_group, machine, token_hash) VALUES ($1, $2, $3, $4)
          ON CONFLICT (name) DO UPDATE SET host_group = EXCLUDED.host_group, machine = EXCLUDED.machine,
              token_hash = EXCLUDED.token_hash, last_seen_at = now()
+         WHERE $5 OR hosts.token_hash = $6
          RETURNING id",
     )
     .bind(&req.name)
     .bind(&req.host_group)
     .bind(serde_json::to_value(&req.machine).map_err(anyhow::Error::from)?)
     .bind(hash_token(&token))
-    .fetch_one(&state.db)
+    .bind(enrolled.operator)
+    .bind(req.previous_token.as_deref().map(hash_token))
+    .fetch_optional(&state.db)
     .await?;
+    let host_id = host_id.ok_or_else(|| {
+        ApiError::Conflict(format!(
+            "worker name `{}` is registered by another worker: register again with its current token \
+             (`previous_token`, kept in the worker's work directory), with an operator's token, or under another name",
+            req.name
+        ))
+    })?;
     // A host that registers again has restarted: whatever it was running is not coming back.
     let requeued = sqlx::query(
         "UPDATE tasks SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
@@ -282,9 +295,13 @@ async fn upload_run(
             ),
         ));
     }
-    let stored = sqlx::query(
+    // The holder is checked again in the statement that writes (the task row locked for
+    // it): a lease that ran out since the check above leaves nothing written.
+    let inserted = sqlx::query(
         "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at, environment)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (task_id, iteration) DO NOTHING",
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+         FROM (SELECT 1 FROM tasks WHERE id = $1 AND host_id = $4 AND state = 'running' FOR SHARE) AS held
+         ON CONFLICT (task_id, iteration) DO NOTHING",
     )
     .bind(id)
     .bind(bisect_id)
@@ -299,9 +316,14 @@ async fn upload_run(
     .bind(serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?)
     .execute(&state.db)
     .await?;
-    renew(&state, id, host.host_id).await?;
+    let renewed = renew(&state, id, host.host_id).await?;
+    if inserted.rows_affected() == 0 && renewed.is_none() {
+        return Err(ApiError::Conflict(format!(
+            "task {id} is not running on this host any more"
+        )));
+    }
     // New evidence: the scheduler decides again, off this request's path.
-    if stored.rows_affected() > 0 {
+    if inserted.rows_affected() > 0 {
         crate::store::wakeups::wake(
             &state.db,
             bisect_id,
