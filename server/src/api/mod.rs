@@ -3,6 +3,7 @@
 
 mod bisects;
 mod kconfigs;
+mod priority;
 mod reports;
 mod repositories;
 mod tasks;
@@ -39,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(priority::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -60,6 +62,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(priority::routes())
         .split_for_parts();
     openapi
 }
