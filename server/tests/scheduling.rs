@@ -187,3 +187,59 @@ async fn a_run_is_stored_while_an_advance_of_its_bisect_is_in_progress() {
             .unwrap()
     );
 }
+
+#[tokio::test]
+async fn a_groups_hosts_are_shared_among_its_bisects_by_priority() {
+    let f = with_repo().await;
+    for i in 0..2 {
+        register(&f, &format!("h{i}")).await;
+    }
+    let outstanding =
+        "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running')";
+    let a = submit(&f).await;
+    let alone = count(&f, outstanding, a).await;
+    // Alone it measures both endpoints at once, one per host.
+    assert_eq!(alone, 2);
+    // The second bisect of the group gets one of the two hosts, not both.
+    let b = submit(&f).await;
+    let shared = count(&f, outstanding, b).await;
+    assert_eq!(shared, 1, "the second bisect queued more than its share");
+    // Priorities: validated, and a change wakes the group's bisects.
+    let (s, v) = call(
+        &f,
+        "PUT",
+        &format!("/api/v1/bisects/{b}/priority"),
+        Some(TOKEN),
+        Some(json!({"priority": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], json!("priority"), "{v}");
+    let (s, _) = call(
+        &f,
+        "PUT",
+        "/api/v1/bisects/99999/priority",
+        Some(TOKEN),
+        Some(json!({"priority": 2})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, v) = call(
+        &f,
+        "PUT",
+        &format!("/api/v1/bisects/{b}/priority"),
+        Some(TOKEN),
+        Some(json!({"priority": 3})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let woken =
+        "SELECT count(*) FROM scheduler_wakeups WHERE bisect_id = $1 AND reason = 'share_changed'";
+    assert_eq!(count(&f, woken, a).await, 1);
+    assert_eq!(count(&f, woken, b).await, 1);
+    let shares: Vec<u32> = [a, b]
+        .iter()
+        .map(|&id| perfbisect_server::allocator::share(4, &[(a, 1), (b, 3)], id))
+        .collect();
+    assert_eq!(shares, vec![1, 3]);
+}

@@ -4,6 +4,7 @@
 mod bisects;
 mod edge;
 mod kconfigs;
+mod priority;
 mod reports;
 mod repositories;
 mod tasks;
@@ -71,6 +72,7 @@ pub fn router(state: AppState) -> Router {
         .merge(tasks::routes())
         .merge(reports::routes())
         .merge(tokens::routes())
+        .merge(priority::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -99,6 +101,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(tasks::routes())
         .merge(reports::routes())
         .merge(tokens::routes())
+        .merge(priority::routes())
         .split_for_parts();
     openapi
 }
