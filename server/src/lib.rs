@@ -9,6 +9,7 @@ pub mod config;
 pub mod dashboard;
 pub mod db;
 pub mod error;
+pub mod findings;
 pub mod git;
 pub mod graphs;
 pub mod notify;

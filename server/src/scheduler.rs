@@ -7,7 +7,7 @@
 use crate::AppState;
 use perfbisect_engine::{
     Assessment, CandidateGraph, Decision, Direction, Evidence, Outcome, Phase, Point, Settings,
-    decide,
+    decide_explained,
 };
 use sqlx::PgPool;
 use std::collections::HashMap;
@@ -197,7 +197,9 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
 
     let loaded = state.graphs.get(&mut *tx, bisect).await?;
     let (graph, points) = (&loaded.graph, &loaded.points);
-    let evidence = load_evidence(&mut tx, bisect, &row.metric, points).await?;
+    let mut evidence = load_evidence(&mut tx, bisect, &row.metric, points).await?;
+    evidence.costs = crate::findings::measured_costs(&mut tx, row.job_spec_id).await?;
+    evidence.built = crate::findings::built_points(&mut tx, bisect, points).await?;
     // Nothing can be decided about a range whose endpoints cannot be built.
     let bad_sha = graph.id(graph.bad()).to_string();
     let broken_end: Option<(String, Option<String>)> = sqlx::query_as(
@@ -246,9 +248,13 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         ..Settings::default()
     };
     // The engine is pure and synchronous; a panic in it must fail this bisect, not the server.
-    let decided = std::panic::catch_unwind(|| decide(graph, &evidence, &settings));
+    let decided = std::panic::catch_unwind(|| decide_explained(graph, &evidence, &settings));
     let (decision, assessments) = match decided {
-        Ok(d) => d,
+        Ok(e) => {
+            let findings = crate::findings::to_wire(graph, &e.findings, evidence.costs);
+            crate::findings::store(&mut tx, bisect, &findings).await?;
+            (e.decision, e.assessments)
+        }
         Err(panic) => {
             let what = panic
                 .downcast_ref::<String>()
@@ -326,6 +332,36 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         }
         Decision::Done(Outcome::NotReproduced { reason }) => {
             finish(&mut tx, bisect, "not_reproduced", &reason, None).await?;
+        }
+        Decision::Done(Outcome::Changes {
+            changes,
+            settled,
+            reason,
+        }) => {
+            let views = crate::findings::to_wire(
+                graph,
+                &perfbisect_engine::Findings {
+                    changes: changes.clone(),
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .changes;
+            let list = crate::findings::describe_changes(&views);
+            let first = changes
+                .iter()
+                .find_map(|c| c.culprit.map(|k| (k, c.probability)));
+            match (settled, first) {
+                (true, Some((k, p))) => {
+                    let sha = graph.id(k).to_string();
+                    let reason = format!("{} changes: {list}; {reason}", changes.len());
+                    finish(&mut tx, bisect, "found", &reason, Some((&sha, p))).await?;
+                }
+                _ => {
+                    let reason = format!("more than one change: {list}; {reason}");
+                    finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
+                }
+            }
         }
         Decision::Done(Outcome::Inconclusive { reason, candidates }) => {
             let best: Vec<String> = candidates

@@ -259,6 +259,7 @@ struct BisectRow {
     culprit_sha: Option<String>,
     culprit_confidence: Option<f64>,
     assessments: serde_json::Value,
+    findings: Option<serde_json::Value>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
@@ -266,7 +267,7 @@ struct BisectRow {
 
 const BISECT_SELECT: &str = "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric,
         b.direction, b.confidence, b.max_runs, b.status, b.status_reason, j.testcase, j.tbox_group, j.hash AS job_hash,
-        b.culprit_sha, b.culprit_confidence, b.assessments, b.created_at, b.updated_at, b.finished_at
+        b.culprit_sha, b.culprit_confidence, b.assessments, b.findings, b.created_at, b.updated_at, b.finished_at
     FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id";
 
 /// The full view of one bisect, with per-commit statistics derived from its runs.
@@ -414,6 +415,7 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         created_at: b.created_at,
         updated_at: b.updated_at,
         finished_at: b.finished_at,
+        findings: b.findings.and_then(|f| serde_json::from_value(f).ok()),
     })
 }
 
