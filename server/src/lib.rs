@@ -16,6 +16,7 @@ pub mod pg;
 pub mod queue;
 pub mod report_input;
 pub mod scheduler;
+pub mod tls;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -93,6 +94,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         config.public_url(),
     );
     state.mail = Arc::new(config.mail.settings()?);
+    state.mirrors = state.mirrors.clone().with_auth(config.git.clone());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -101,11 +103,21 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     tokio::spawn(queue::reap_expired_leases(state.clone()));
     tokio::spawn(scheduler::tick(state.clone()));
     notify::sender::spawn(&state)?;
-    tracing::info!(%addr, "perfbisect server listening");
-    println!("perfbisect server listening on http://{addr}");
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            let tls = tls::server_config(cert, key)?;
+            tracing::info!(%addr, "perfbisect server listening (TLS)");
+            println!("perfbisect server listening on https://{addr}");
+            tls::serve(listener, tls, api::router(state), shutdown_signal()).await?;
+        }
+        _ => {
+            tracing::info!(%addr, "perfbisect server listening");
+            println!("perfbisect server listening on http://{addr}");
+            axum::serve(listener, api::router(state))
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+        }
+    }
     db.close().await;
     if let Some(cluster) = cluster {
         tracing::info!("stopping embedded PostgreSQL");

@@ -36,7 +36,7 @@ pub struct Worker {
 pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.work_dir)
         .with_context(|| format!("creating work directory {}", config.work_dir.display()))?;
-    let workspace = Workspace::new(&config.work_dir);
+    let workspace = Workspace::new(&config.work_dir).with_auth(config.git.clone());
     let cache = Cache::new(config.work_dir.join("builds"), config.cache_max_bytes);
     let leftovers = cache
         .remove_incomplete()
@@ -45,7 +45,9 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         tracing::info!(leftovers, "removed unfinished builds of an earlier run");
     }
     let name = config.name();
-    let enroll = Client::new(&config.server).with_token(&config.enroll_token);
+    let enroll = Client::with_ca(&config.server, config.ca_file.as_deref())
+        .context("the server's CA file")?
+        .with_token(&config.enroll_token);
     let req = RegisterWorker {
         name: name.clone(),
         host_group: config.host_group.clone(),

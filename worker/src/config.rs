@@ -14,6 +14,14 @@ pub struct WorkerConfig {
         default_value = "http://127.0.0.1:8080"
     )]
     pub server: String,
+    /// PEM file of a CA to trust for an `https://` server (a private CA), besides the
+    /// system's roots.
+    #[arg(long, env = "PERFBISECT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// How this worker's mirrors reach repositories (https CA and credentials, ssh key,
+    /// lab-local mirror rewrites).
+    #[command(flatten)]
+    pub git: perfbisect_gitfetch::GitAuth,
     /// Enrollment token (the server's `enroll-token`).
     #[arg(long, env = "PERFBISECT_ENROLL_TOKEN")]
     pub enroll_token: String,
@@ -129,5 +137,21 @@ impl WorkerConfig {
                 .map(|n| n.get())
                 .unwrap_or(1)
         })
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use clap::CommandFactory;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        config: super::WorkerConfig,
+    }
+
+    #[test]
+    fn the_flags_do_not_collide() {
+        Flags::command().debug_assert();
     }
 }

@@ -21,6 +21,7 @@ pub mod initramfs;
 pub mod machine;
 pub mod note;
 pub mod task;
+pub mod tls;
 
 pub use agent::run;
 pub use config::WorkerConfig;
