@@ -30,13 +30,29 @@ pub struct Api {
 impl Api {
     pub fn new(base: &str, token: Option<String>) -> Self {
         Self {
-            http: reqwest::Client::builder()
+            http: perfbisect_worker::tls::client_builder(None)
+                .expect("no CA file to read")
                 .timeout(Duration::from_secs(300))
                 .build()
                 .expect("HTTP client"),
             base: base.trim_end_matches('/').to_string(),
             token,
         }
+    }
+
+    /// A client for an `https://` server whose certificate a private CA (PEM file) signed.
+    pub fn with_ca(
+        base: &str,
+        token: Option<String>,
+        ca_file: &std::path::Path,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            http: perfbisect_worker::tls::client_builder(Some(ca_file))?
+                .timeout(Duration::from_secs(300))
+                .build()?,
+            base: base.trim_end_matches('/').to_string(),
+            token,
+        })
     }
 
     pub fn base(&self) -> &str {

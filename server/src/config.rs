@@ -59,6 +59,15 @@ pub struct ServerConfig {
     pub embedded_pg_listen: Option<std::net::IpAddr>,
     #[command(flatten)]
     pub mail: Box<crate::notify::MailConfig>,
+    /// How the mirrors reach remote repositories (https CA and credentials, ssh key).
+    #[command(flatten)]
+    pub git: perfbisect_gitfetch::GitAuth,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, env = "PERFBISECT_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "PERFBISECT_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// A token given directly, or in a file.
@@ -103,8 +112,29 @@ impl ServerConfig {
     }
 
     pub fn public_url(&self) -> String {
-        self.public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", self.listen))
+        self.public_url.clone().unwrap_or_else(|| {
+            let scheme = if self.tls_cert.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            format!("{scheme}://{}", self.listen)
+        })
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use clap::CommandFactory;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        config: super::ServerConfig,
+    }
+
+    #[test]
+    fn the_flags_do_not_collide() {
+        Flags::command().debug_assert();
     }
 }

@@ -17,12 +17,17 @@ pub enum GitError {
     AmbiguousRevision { rev: String },
     #[error(transparent)]
     Git(#[from] git2::Error),
+    /// Fetching over the network (the git command: https, ssh, local paths).
+    #[error(transparent)]
+    Remote(#[from] perfbisect_gitfetch::FetchError),
 }
 
 /// The mirror directory of every repository, under one root.
 #[derive(Debug, Clone)]
 pub struct Mirrors {
     root: PathBuf,
+    /// How remotes are reached (CA file, credential store, ssh key, known_hosts).
+    auth: perfbisect_gitfetch::GitAuth,
 }
 
 /// One commit of a candidate set.
@@ -80,25 +85,26 @@ impl From<git2::Error> for RangeError {
 
 impl Mirrors {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            auth: Default::default(),
+        }
+    }
+
+    /// Uses `auth` for every fetch from now on.
+    pub fn with_auth(mut self, auth: perfbisect_gitfetch::GitAuth) -> Self {
+        self.auth = auth;
+        self
     }
 
     pub fn path(&self, repo_id: i64) -> PathBuf {
         self.root.join(format!("{repo_id}.git"))
     }
 
-    /// Creates or updates the bare mirror of `url` for repository `repo_id`.
+    /// Creates or updates the bare mirror of `url` for repository `repo_id`, with the git
+    /// command (incremental; https and ssh with the configured credentials).
     pub fn fetch(&self, repo_id: i64, url: &str) -> Result<(), GitError> {
-        let path = self.path(repo_id);
-        let repo = match Repository::open_bare(&path) {
-            Ok(r) => r,
-            Err(_) => {
-                std::fs::create_dir_all(&path)
-                    .map_err(|e| GitError::Git(git2::Error::from_str(&e.to_string())))?;
-                Repository::init_bare(&path)?
-            }
-        };
-        fetch_all(&repo, url)
+        Ok(self.auth.fetch(&self.path(repo_id), url)?)
     }
 
     pub fn open(&self, repo_id: i64) -> Result<Repository, GitError> {

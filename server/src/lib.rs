@@ -22,6 +22,7 @@ pub mod queue;
 pub mod report_input;
 pub mod scheduler;
 pub mod store;
+pub mod tls;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -113,6 +114,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     );
     state.mail = Arc::new(config.mail.settings()?);
     state.access = Arc::new(config.read_access()?);
+    state.mirrors = state.mirrors.clone().with_auth(config.git.clone());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -121,11 +123,21 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     tokio::spawn(queue::reap_expired_leases(state.clone()));
     dispatch::spawn(&state);
     notify::sender::spawn(&state)?;
-    tracing::info!(%addr, "perfbisect server listening");
-    println!("perfbisect server listening on http://{addr}");
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            let tls = tls::server_config(cert, key)?;
+            tracing::info!(%addr, "perfbisect server listening (TLS)");
+            println!("perfbisect server listening on https://{addr}");
+            tls::serve(listener, tls, api::router(state), shutdown_signal()).await?;
+        }
+        _ => {
+            tracing::info!(%addr, "perfbisect server listening");
+            println!("perfbisect server listening on http://{addr}");
+            axum::serve(listener, api::router(state))
+                .with_graceful_shutdown(shutdown_signal())
+                .await?;
+        }
+    }
     db.close().await;
     if let Some(cluster) = cluster {
         tracing::info!("stopping embedded PostgreSQL");

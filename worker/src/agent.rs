@@ -36,7 +36,7 @@ pub struct Worker {
 pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.work_dir)
         .with_context(|| format!("creating work directory {}", config.work_dir.display()))?;
-    let workspace = Workspace::new(&config.work_dir);
+    let workspace = Workspace::new(&config.work_dir).with_auth(config.git.clone());
     let cache = Cache::new(config.work_dir.join("builds"), config.cache_max_bytes);
     let leftovers = cache
         .remove_incomplete()
@@ -46,7 +46,9 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
     }
     let name = config.name();
     crate::sanitize::pass_also(&config.pass_env);
-    let enroll = Client::new(&config.server).with_token(&config.enroll_token()?);
+    let enroll = Client::with_ca(&config.server, config.ca_file.as_deref())
+        .context("the server's CA file")?
+        .with_token(&config.enroll_token()?);
     // The worker token of the last registration: registering again under this name needs it.
     let token_file = config.work_dir.join("worker-token");
     let previous_token = std::fs::read_to_string(&token_file)

@@ -16,11 +16,15 @@ pub enum CheckoutError {
     Io(#[from] std::io::Error),
     #[error("commit {sha} is not in {url}")]
     MissingCommit { sha: String, url: String },
+    #[error(transparent)]
+    Fetch(#[from] perfbisect_gitfetch::FetchError),
 }
 
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    /// How remotes are reached, and the lab-local mirrors that stand in for them.
+    auth: perfbisect_gitfetch::GitAuth,
 }
 
 /// Stable and short: FNV-1a is enough to name a directory after a URL.
@@ -35,7 +39,16 @@ pub fn short_hash(s: &str) -> String {
 
 impl Workspace {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            auth: Default::default(),
+        }
+    }
+
+    /// Fetches with `auth` from now on.
+    pub fn with_auth(mut self, auth: perfbisect_gitfetch::GitAuth) -> Self {
+        self.auth = auth;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -51,22 +64,15 @@ impl Workspace {
     /// The mirror of `url`, holding `sha` (fetched if it did not).
     fn mirror_with(&self, url: &str, sha: &str) -> Result<(Repository, Oid), CheckoutError> {
         let path = self.mirror_path(url);
-        let repo = match Repository::open_bare(&path) {
-            Ok(r) => r,
-            Err(_) => {
-                std::fs::create_dir_all(&path)?;
-                Repository::init_bare(&path)?
-            }
-        };
         let oid = Oid::from_str(sha)?;
-        if repo.find_commit(oid).is_err() {
-            let mut remote = repo.remote_anonymous(url)?;
-            remote.fetch(
-                &["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
-                None,
-                None,
-            )?;
+        let has =
+            |path: &Path| Repository::open_bare(path).is_ok_and(|r| r.find_commit(oid).is_ok());
+        if !has(&path) {
+            // The git command: https and ssh with the configured credentials, through a
+            // lab-local mirror when one is configured, and only the missing objects.
+            self.auth.fetch(&path, url)?;
         }
+        let repo = Repository::open_bare(&path)?;
         if repo.find_commit(oid).is_err() {
             return Err(CheckoutError::MissingCommit {
                 sha: sha.into(),

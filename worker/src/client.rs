@@ -47,15 +47,23 @@ pub struct Client {
 
 impl Client {
     pub fn new(base: &str) -> Self {
-        Self {
-            http: reqwest::Client::builder()
+        Self::with_ca(base, None).expect("HTTP client")
+    }
+
+    /// A client for an `https://` server whose certificate a private CA (PEM file) signed.
+    pub fn with_ca(
+        base: &str,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Self, crate::tls::TlsError> {
+        Ok(Self {
+            http: crate::tls::client_builder(ca_file)?
                 .connect_timeout(Duration::from_secs(5))
                 .build()
-                .expect("HTTP client"),
+                .map_err(crate::tls::TlsError::Client)?,
             base: base.trim_end_matches('/').to_string(),
             token: String::new(),
             scrubber: Default::default(),
-        }
+        })
     }
 
     pub fn with_token(mut self, token: &str) -> Self {

@@ -26,6 +26,14 @@ pub struct WorkerConfig {
     /// worker's PERFBISECT_* settings that are not secrets.
     #[arg(long, env = "PERFBISECT_PASS_ENV", value_delimiter = ',')]
     pub pass_env: Vec<String>,
+    /// PEM file of a CA to trust for an `https://` server (a private CA), besides the
+    /// system's roots.
+    #[arg(long, env = "PERFBISECT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// How this worker's mirrors reach repositories (https CA and credentials, ssh key,
+    /// lab-local mirror rewrites).
+    #[command(flatten)]
+    pub git: perfbisect_gitfetch::GitAuth,
     /// This host's name (unique among workers).
     #[arg(long, env = "PERFBISECT_WORKER_NAME")]
     pub name: Option<String>,
@@ -153,5 +161,21 @@ impl WorkerConfig {
                 .map(|n| n.get())
                 .unwrap_or(1)
         })
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use clap::CommandFactory;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        config: super::WorkerConfig,
+    }
+
+    #[test]
+    fn the_flags_do_not_collide() {
+        Flags::command().debug_assert();
     }
 }

@@ -22,6 +22,7 @@ pub mod machine;
 pub mod note;
 pub mod sanitize;
 pub mod task;
+pub mod tls;
 
 pub use agent::run;
 pub use config::WorkerConfig;

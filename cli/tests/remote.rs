@@ -1,0 +1,202 @@
+//! Repositories where kernel teams keep them, and a server on the lab network: a bisect end
+//! to end with the repository served over HTTPS by `git http-backend` (private CA, basic
+//! authentication) and over ssh (key authentication), the workers talking to the server over
+//! TLS. A wrong credential is refused with a clear message and stores nothing; no secret
+//! reaches the database, the API or the logs.
+
+mod common;
+#[path = "support/remote.rs"]
+mod remote;
+
+use common::{Lab, assert_found};
+use perfbisect_cli::api::{Api, ApiError};
+use perfbisect_cli::demo::watch;
+use perfbisect_cli::example;
+use perfbisect_wire::api::SubmitBisect;
+use remote::{GitSshd, HttpsGit, Pki, tls_server, tls_worker};
+use std::path::Path;
+use std::time::Duration;
+
+const PASSWORD: &str = "correct-horse-s3cret";
+
+fn submit_request() -> SubmitBisect {
+    SubmitBisect {
+        repository: "example".into(),
+        good: "good".into(),
+        bad: "bad".into(),
+        job: example::JOB_YAML.into(),
+        metric: example::METRIC.into(),
+        direction: None,
+        magnitude_pct: None,
+        confidence: None,
+        max_runs: None,
+        notify: vec![],
+        use_merge_base: false,
+        first_parent: false,
+    }
+}
+
+async fn repository_rows(lab: &Lab) -> i64 {
+    let pool = sqlx::PgPool::connect(&lab.db_url).await.unwrap();
+    sqlx::query_scalar("SELECT count(*) FROM repositories")
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+}
+
+fn refused(e: ApiError) -> (u16, Option<String>, String) {
+    match e {
+        ApiError::Refused {
+            status,
+            field,
+            message,
+        } => (status, field, message),
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
+
+/// Nothing secret in the server's and workers' logs or the stored repository rows.
+async fn assert_no_secret(lab: &Lab, secret: &str, logs: &[&str]) {
+    for name in logs {
+        assert!(
+            !lab.log(name).contains(secret),
+            "{name}.log holds the secret"
+        );
+    }
+    let pool = sqlx::PgPool::connect(&lab.db_url).await.unwrap();
+    let leaked: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM repositories WHERE url LIKE '%' || $1 || '%')
+              + (SELECT count(*) FROM bisect_events WHERE message LIKE '%' || $1 || '%')",
+    )
+    .bind(secret)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(leaked, 0);
+}
+
+#[tokio::test]
+async fn a_bisect_runs_with_the_repository_over_https_and_workers_over_tls() {
+    let lab = Lab::new().await;
+    let pki = Pki::new(&lab.path().join("pki"));
+    let ex = lab.example(41);
+    let root = ex.path.parent().unwrap().to_path_buf();
+    let name = ex.path.file_name().unwrap().to_str().unwrap().to_string();
+    let git = HttpsGit::start(
+        &lab.path().join("https-git"),
+        &pki,
+        &root,
+        "robot",
+        PASSWORD,
+    );
+    let url = git.url(&name);
+    // The credential store the server reads; wrong at first.
+    let creds = lab.path().join("git-credentials");
+    std::fs::write(
+        &creds,
+        format!("https://robot:wrong@localhost:{}\n", git.port),
+    )
+    .unwrap();
+    let env: [(&str, &Path); 2] = [
+        ("PERFBISECT_GIT_CA_FILE", &pki.ca),
+        ("PERFBISECT_GIT_CREDENTIALS_FILE", &creds),
+    ];
+    let (_server, api) = tls_server(lab.path(), &lab.db_url, lab.port, &pki, &env).await;
+
+    // Plain HTTP and clients without the lab's CA get nowhere.
+    let plain = Api::new(&format!("http://127.0.0.1:{}", lab.port), None);
+    assert!(!plain.healthy().await);
+    let untrusting = Api::new(api.base(), None);
+    assert!(
+        !untrusting.healthy().await,
+        "the private CA is not trusted by default"
+    );
+
+    // A wrong password: a clear refusal, and no repository row.
+    let (status, field, message) = refused(api.add_repository("example", &url).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (422, Some("url")), "{message}");
+    assert!(message.contains("Authentication failed"), "{message}");
+    // A password in the URL is refused without being echoed.
+    let with_secret = url.replace("https://", &format!("https://robot:{PASSWORD}@"));
+    let (status, _, message) = refused(
+        api.add_repository("example", &with_secret)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 422);
+    assert!(
+        message.contains("credentials file") && !message.contains(PASSWORD),
+        "{message}"
+    );
+    assert_eq!(repository_rows(&lab).await, 0, "nothing is stored");
+
+    // The operator fixes the credential file; the next fetch reads it.
+    std::fs::write(
+        &creds,
+        format!("https://robot:{PASSWORD}@localhost:{}\n", git.port),
+    )
+    .unwrap();
+    let repo = api.add_repository("example", &url).await.unwrap();
+    assert_eq!(repo.url, url);
+    assert_eq!(
+        std::fs::read_to_string(&creds).unwrap().trim(),
+        format!("https://robot:{PASSWORD}@localhost:{}", git.port),
+        "the operator's credential file is only read"
+    );
+
+    let _w1 = tls_worker(lab.path(), &api, &pki, "w1", &env);
+    let _w2 = tls_worker(lab.path(), &api, &pki, "w2", &env);
+    let submitted = api.submit(&submit_request()).await.unwrap();
+    let done = watch(&api, submitted.id, Duration::from_secs(300))
+        .await
+        .unwrap();
+    assert_found(&done, &ex, &lab);
+    // The workers fetched over https themselves (their own mirrors hold the commits).
+    for w in ["w1", "w2"] {
+        let mirrors = lab.path().join(w).join("mirrors");
+        assert!(
+            std::fs::read_dir(&mirrors).is_ok_and(|mut d| d.next().is_some()),
+            "{w} has no mirror: {}",
+            lab.log(w)
+        );
+    }
+    assert_no_secret(&lab, PASSWORD, &["server", "w1", "w2"]).await;
+}
+
+#[tokio::test]
+async fn a_bisect_runs_with_the_repository_over_ssh_with_key_authentication() {
+    let lab = Lab::new().await;
+    let pki = Pki::new(&lab.path().join("pki"));
+    let ex = lab.example(43);
+    let sshd = GitSshd::start(&lab.path().join("sshd"));
+    let url = sshd.url(&ex.path);
+
+    // A key the host does not accept: a clear refusal, nothing stored.
+    let stranger: [(&str, &Path); 2] = [
+        ("PERFBISECT_GIT_SSH_KEY", &sshd.stranger_key),
+        ("PERFBISECT_GIT_SSH_KNOWN_HOSTS", &sshd.known_hosts),
+    ];
+    let (server, api) = tls_server(lab.path(), &lab.db_url, lab.port, &pki, &stranger).await;
+    let (status, field, message) = refused(api.add_repository("example", &url).await.unwrap_err());
+    assert_eq!((status, field.as_deref()), (422, Some("url")), "{message}");
+    assert!(message.contains("Permission denied"), "{message}");
+    assert_eq!(repository_rows(&lab).await, 0, "nothing is stored");
+    drop(server);
+
+    let env: [(&str, &Path); 2] = [
+        ("PERFBISECT_GIT_SSH_KEY", &sshd.client_key),
+        ("PERFBISECT_GIT_SSH_KNOWN_HOSTS", &sshd.known_hosts),
+    ];
+    let (_server, api) = tls_server(lab.path(), &lab.db_url, lab.port, &pki, &env).await;
+    api.add_repository("example", &url).await.unwrap();
+    let _w1 = tls_worker(lab.path(), &api, &pki, "w1", &env);
+    let _w2 = tls_worker(lab.path(), &api, &pki, "w2", &env);
+    let submitted = api.submit(&submit_request()).await.unwrap();
+    let done = watch(&api, submitted.id, Duration::from_secs(300))
+        .await
+        .unwrap();
+    assert_found(&done, &ex, &lab);
+    let key = std::fs::read_to_string(&sshd.client_key).unwrap();
+    let secret_line = key.lines().nth(1).unwrap();
+    assert_no_secret(&lab, secret_line, &["server", "w1", "w2"]).await;
+}
