@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod change;
 pub mod config;
 pub mod dashboard;
 pub mod db;
@@ -13,6 +14,7 @@ pub mod git;
 pub mod graphs;
 pub mod notify;
 pub mod pg;
+pub mod progress;
 pub mod queue;
 pub mod report_input;
 pub mod scheduler;

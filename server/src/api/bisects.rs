@@ -217,7 +217,7 @@ async fn submit_bisect(
     .execute(&mut *tx)
     .await?;
     let mut story = format!(
-        "submitted: {} candidates in {}..{}",
+        "Submitted: {} candidate commits in {}..{}.",
         range.candidates.len(),
         req.good,
         req.bad
@@ -385,7 +385,25 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
             skip_reason: skip.cloned().flatten(),
         });
     }
+    let measured_change = measured_change(state, &b).await?;
+    let progress = {
+        let probabilities: Vec<(&str, f64)> = assessed
+            .iter()
+            .filter_map(|(sha, (_, p))| p.map(|p| (sha.as_str(), p)))
+            .collect();
+        let end = b.finished_at.unwrap_or_else(Utc::now);
+        crate::progress::compute(&crate::progress::Inputs {
+            probabilities: &probabilities,
+            candidates_total,
+            runs_done: runs_done as usize,
+            max_runs: b.max_runs.max(0) as usize,
+            elapsed_secs: (end - b.created_at).num_milliseconds() as f64 / 1000.0,
+            is_final: perfbisect_wire::api::status_is_final(&b.status),
+        })
+    };
     Ok(Bisect {
+        measured_change,
+        progress: Some(progress),
         id: b.id,
         repository: b.repository,
         good: Revision {
@@ -415,6 +433,38 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         updated_at: b.updated_at,
         finished_at: b.finished_at,
     })
+}
+
+/// The change shown for a bisect (`crate::change`): its culprit against the culprit's first
+/// parent in the candidate set (or the good endpoint), else the endpoints.
+async fn measured_change(
+    state: &AppState,
+    b: &BisectRow,
+) -> ApiResult<Option<perfbisect_wire::api::MeasuredChange>> {
+    let parent: Option<String> = match &b.culprit_sha {
+        Some(c) => {
+            sqlx::query_scalar(
+                "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
+               ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
+             WHERE c.bisect_id = $1 AND c.sha = $2",
+            )
+            .bind(b.id)
+            .bind(c)
+            .fetch_optional(&state.db)
+            .await?
+        }
+        None => None,
+    };
+    let sides = crate::change::Sides {
+        good_sha: &b.good_sha,
+        bad_sha: &b.bad_sha,
+        culprit: b
+            .culprit_sha
+            .as_deref()
+            .map(|c| (c, parent.as_deref().unwrap_or(&b.good_sha))),
+    };
+    let kpi = state.mail.report.kpi_table();
+    Ok(crate::change::load(&state.db, b.id, &b.metric, &sides, &kpi).await?)
 }
 
 /// How many candidates are still in the running: with probabilities, the size of the smallest
@@ -505,9 +555,16 @@ async fn list_bisects(
     .bind(&q.metric)
     .fetch_one(&state.db)
     .await?;
+    let mut changes = Vec::with_capacity(rows.len());
+    for b in &rows {
+        changes.push(measured_change(&state, b).await?);
+    }
     let bisects = rows
         .into_iter()
-        .map(|b| BisectSummary {
+        .zip(changes)
+        .map(|(b, change)| BisectSummary {
+            change_pct: change.as_ref().map(|c| c.pct),
+            change_kind: change.map(|c| c.kind),
             id: b.id,
             repository: b.repository,
             good: b.good_rev,

@@ -9,6 +9,7 @@ mod tasks;
 mod workers;
 
 pub(crate) use bisects::load_bisect;
+pub(crate) use tasks::get_task;
 
 use crate::AppState;
 use crate::error::ApiError;

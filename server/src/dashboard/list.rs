@@ -50,6 +50,12 @@ pub struct Row {
     pub candidates_total: usize,
     pub runs_done: usize,
     pub culprit: Option<(String, String)>,
+    /// The measured change (`+4.8%`) and what it is (`regression`, `improvement`, `change`).
+    pub change: Option<(String, String)>,
+    /// While the search runs: its most likely culprit's probability and the bits left.
+    pub moving: Option<String>,
+    /// Which runs it used, for the cell's tooltip.
+    pub change_basis: String,
     pub age: String,
     pub created_iso: String,
 }
@@ -157,6 +163,23 @@ pub async fn page(
     for id in ids {
         let b = load_bisect(&state, id).await?;
         rows.push(Row {
+            change: b
+                .measured_change
+                .as_ref()
+                .map(|m| (crate::change::signed_pct(m.pct), m.kind.clone())),
+            change_basis: b
+                .measured_change
+                .as_ref()
+                .map(|m| m.runs_used.clone())
+                .unwrap_or_default(),
+            moving: b
+                .progress
+                .as_ref()
+                .filter(|_| !perfbisect_wire::api::status_is_final(&b.status))
+                .and_then(|p| Some((p.top_probability?, p.entropy_bits?)))
+                .map(|(top, bits)| {
+                    format!("top {} · {bits:.1} bits left", format::probability(top))
+                }),
             id: b.id,
             status_label: format::status_label(&b.status),
             status_class: format::status_class(&b.status),
