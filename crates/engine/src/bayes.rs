@@ -1222,7 +1222,30 @@ fn decide_with(
             .map(|&p| Request::new(p, end_runs))
             .take(idle)
             .collect();
-        if waiting && requests.len() < idle {
+        let (k, pk) = (0..n)
+            .map(|c| (c, b.p[c]))
+            .max_by(|x, y| x.1.total_cmp(&y.1))
+            .expect("non-empty graph");
+        let verify_from = (1.0 - VERIFY_START * (1.0 - conf)).max(0.5).min(conf);
+        if waiting && requests.len() < idle && pk >= verify_from && !ev.untestable.contains(&k) {
+            // The search already points at one commit: its verification against the parent
+            // needs no endpoint, so it can run while the endpoint builds.
+            let parent = graph
+                .first_parent(k)
+                .filter(|p| !ev.untestable.contains(p))
+                .map_or(Point::Good, Point::Candidate);
+            let have = ev
+                .pairs
+                .get(&(Point::Candidate(k), parent))
+                .map_or(0, Vec::len);
+            if have < 3 && pending_at(Point::Candidate(k)) == 0 && pending_at(parent) == 0 {
+                requests.push(Request {
+                    point: Point::Candidate(k),
+                    runs: 3,
+                    pair_with: Some(parent),
+                });
+            }
+        } else if waiting && requests.len() < idle {
             let ahead = propose(
                 graph,
                 ev,

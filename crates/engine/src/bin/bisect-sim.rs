@@ -609,7 +609,7 @@ fn main() {
     if let Some(seed) = trace {
         let cell = Cell::parse(custom.first().map_or("", String::as_str)).expect("--cell");
         let world = cell.world(seed);
-        println!("{}: culprit {:?}", cell.name(), world.culprit);
+        println!("{}: culprits {:?}", cell.name(), world.culprits());
         let mut observe = |d: &Decision, ev: &Evidence| {
             println!("[{} runs] {d:?}", ev.runs_spent());
         };
