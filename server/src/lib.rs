@@ -11,6 +11,7 @@ pub mod db;
 pub mod error;
 pub mod git;
 pub mod graphs;
+pub mod health;
 pub mod notify;
 pub mod pg;
 pub mod queue;
@@ -65,6 +66,7 @@ impl AppState {
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
+    let mut embedded = None;
     let (url, cluster) = match &config.database_url {
         Some(url) => (url.clone(), None),
         None => {
@@ -73,6 +75,10 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
                 fsync: true,
                 tcp: config.embedded_pg_listen,
             };
+            embedded = Some(health::Embedded {
+                dir: dir.clone(),
+                options: options.clone(),
+            });
             let cluster =
                 tokio::task::spawn_blocking(move || pg::Cluster::start_with(&dir, &options))
                     .await??;
@@ -114,6 +120,11 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     tokio::spawn(queue::listen_for_tasks(state.clone(), url.clone()));
     tokio::spawn(queue::reap_expired_leases(state.clone()));
     tokio::spawn(scheduler::tick(state.clone()));
+    tokio::spawn(health::watchdog(
+        state.clone(),
+        embedded,
+        Duration::from_secs(2),
+    ));
     notify::sender::spawn(&state)?;
     tracing::info!(%addr, "perfbisect server listening");
     println!("perfbisect server listening on http://{addr}");
