@@ -12,6 +12,7 @@ pub mod error;
 pub mod git;
 pub mod graphs;
 pub mod health;
+pub mod mail_policy;
 pub mod notify;
 pub mod pg;
 pub mod queue;
