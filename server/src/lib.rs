@@ -16,6 +16,7 @@ pub mod mail_policy;
 pub mod notify;
 pub mod pg;
 pub mod queue;
+pub mod repo_policy;
 pub mod report_input;
 pub mod scheduler;
 
@@ -50,6 +51,7 @@ impl AppState {
         lease: Duration,
         public_url: String,
     ) -> Self {
+        repo_policy::ensure_fetch_timeouts();
         AppState {
             db,
             mirrors: git::Mirrors::new(data_dir.join("mirrors")),

@@ -624,3 +624,46 @@ async fn reserved_mail_headers_and_too_many_recipients_are_refused() {
     assert_eq!(s.as_u16(), 400, "{v}");
     assert_eq!(v["error"]["field"], "id", "{v}");
 }
+
+#[tokio::test]
+async fn a_silent_remote_times_out_with_a_clear_error() {
+    let f = common::fixture().await;
+    perfbisect_server::repo_policy::set_fetch_timeouts(
+        std::time::Duration::from_secs(2),
+        std::time::Duration::from_secs(2),
+    );
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.push(conn);
+        }
+    });
+    for url in [
+        format!("git://127.0.0.1:{port}/silent.git"),
+        format!("http://127.0.0.1:{port}/silent.git"),
+    ] {
+        let started = std::time::Instant::now();
+        let (s, v) = call(
+            &f,
+            "POST",
+            "/api/v1/repositories",
+            Some(TOKEN),
+            Some(json!({"name": "silent", "url": url})),
+        )
+        .await;
+        assert_eq!(s.as_u16(), 422, "{url}: {v}");
+        assert_eq!(v["error"]["field"], "url");
+        let msg = v["error"]["message"].as_str().unwrap().to_lowercase();
+        assert!(
+            msg.contains("timed out") || msg.contains("timeout"),
+            "{url}: {msg}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{url}: the fetch was not bounded"
+        );
+    }
+}
