@@ -34,7 +34,7 @@ async fn a_job_that_prints_its_environment_leaks_no_token_and_a_nul_stalls_nothi
         .await
         .id;
     let _w = worker(&lab, "w1", "local", &[], &[]);
-    let done = eventually("a task done", Duration::from_secs(120), || async {
+    let done = eventually("a task done", Duration::from_secs(300), || async {
         tasks(&lab, bisect)
             .await
             .into_iter()

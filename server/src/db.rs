@@ -9,6 +9,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
     PgPoolOptions::new()
         .max_connections(20)
+        // A request waits this long for a connection when the database is away, then
+        // answers 503, instead of holding the client for sqlx's default 30 s.
+        .acquire_timeout(std::time::Duration::from_secs(5))
         .connect(url)
         .await
         .with_context(|| format!("connecting to PostgreSQL at {}", redact(url)))

@@ -17,10 +17,13 @@ pub mod findings;
 pub mod git;
 pub mod graphs;
 pub mod metrics;
+pub mod health;
+pub mod mail_policy;
 pub mod notify;
 pub mod pg;
 pub mod progress;
 pub mod queue;
+pub mod repo_policy;
 pub mod report_input;
 pub mod scheduler;
 pub mod store;
@@ -57,6 +60,7 @@ impl AppState {
         lease: Duration,
         public_url: String,
     ) -> Self {
+        repo_policy::ensure_fetch_timeouts();
         AppState {
             db,
             mirrors: git::Mirrors::new(data_dir.join("mirrors")),
@@ -74,6 +78,7 @@ impl AppState {
 pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
+    let mut embedded = None;
     let (url, cluster) = match &config.database_url {
         Some(url) => (url.clone(), None),
         None => {
@@ -82,6 +87,10 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
                 fsync: true,
                 tcp: config.embedded_pg_listen,
             };
+            embedded = Some(health::Embedded {
+                dir: dir.clone(),
+                options: options.clone(),
+            });
             let cluster =
                 tokio::task::spawn_blocking(move || pg::Cluster::start_with(&dir, &options))
                     .await??;
@@ -124,6 +133,11 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     tokio::spawn(queue::listen_for_tasks(state.clone(), url.clone()));
     tokio::spawn(queue::reap_expired_leases(state.clone()));
     dispatch::spawn(&state);
+    tokio::spawn(health::watchdog(
+        state.clone(),
+        embedded,
+        Duration::from_secs(2),
+    ));
     notify::sender::spawn(&state)?;
     match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => {

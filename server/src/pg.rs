@@ -210,7 +210,15 @@ impl Cluster {
                     detail: format!("{} is missing", port_file.display()),
                 })?;
         } else {
-            cluster.port = free_port()?;
+            // The same port as before when there was one: connections (and a restarted
+            // server's pool) find the socket under the name they know.
+            cluster.port = match fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                Some(port) => port,
+                None => free_port()?,
+            };
             fs::write(&port_file, cluster.port.to_string()).map_err(io("writing pg.port"))?;
             cluster.pg_ctl_start()?;
             fs::write(&marker, b"").map_err(io("writing the socket marker"))?;
@@ -380,6 +388,16 @@ impl Cluster {
         cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
         self.run("pg_ctl start", cmd)
+    }
+
+    /// Stops the cluster as a crash would (immediate shutdown: recovery runs at the next
+    /// start). For fault-injection tests.
+    pub fn stop_immediately(&self) -> Result<(), PgError> {
+        let mut cmd = self.command("pg_ctl");
+        cmd.arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "-w", "stop"]);
+        self.run("pg_ctl stop", cmd)
     }
 
     /// Stops the cluster (fast shutdown: open transactions roll back, data is kept).

@@ -535,3 +535,135 @@ async fn a_worker_name_is_taken_over_only_with_its_token_or_an_operators() {
     .await;
     assert_eq!(s.as_u16(), 401);
 }
+
+#[tokio::test]
+async fn reserved_mail_headers_and_too_many_recipients_are_refused() {
+    let f = with_repo().await;
+    let (s, b) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(json!({"repository": "r", "good": "v1", "bad": "v5", "job": common::JOB, "metric": "t.x"})),
+    )
+    .await;
+    assert!(s.is_success(), "{b}");
+    let path = format!("/api/v1/bisects/{}/mail", b["id"]);
+    for name in [
+        "From",
+        "Message-ID",
+        "Content-Type",
+        "Bcc",
+        "Disposition-Notification-To",
+    ] {
+        let (s, v) = call(
+            &f,
+            "PUT",
+            &path,
+            Some(TOKEN),
+            Some(json!({"headers": [["X-Ok", "1"], [name, "x"]]})),
+        )
+        .await;
+        assert_eq!(s.as_u16(), 422, "{name}: {v}");
+        assert_eq!(v["error"]["field"], "headers[1]", "{v}");
+    }
+    let (s, v) = call(
+        &f,
+        "PUT",
+        &path,
+        Some(TOKEN),
+        Some(json!({"headers": [["X-Team", "perf"], ["List-Id", "<perf.example.org>"]]})),
+    )
+    .await;
+    assert!(s.is_success(), "{v}");
+    let many: Vec<String> = (0..101).map(|i| format!("u{i}@example.org")).collect();
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(json!({"repository": "r", "good": "v1", "bad": "v5", "job": common::JOB, "metric": "t.x", "notify": many})),
+    )
+    .await;
+    assert_eq!(s.as_u16(), 422, "{v}");
+    assert_eq!(v["error"]["field"], "notify");
+    // A run command longer than the kernel takes as one argument is refused at submit.
+    let long = format!(
+        "testcase: t\ntbox_group: g\nbuild: {{command: 'true'}}\nrun: {{command: 'echo {}'}}\n",
+        "x".repeat(70_000)
+    );
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(json!({"repository": "r", "good": "v1", "bad": "v5", "job": long, "metric": "t.x"})),
+    )
+    .await;
+    assert!(s.is_client_error(), "{v}");
+    assert!(
+        v["error"]["field"]
+            .as_str()
+            .unwrap()
+            .contains("run.command"),
+        "{v}"
+    );
+    // A body over the limit is 413 with the JSON error body.
+    let huge = "y".repeat(3 << 20);
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(json!({"name": "big", "url": huge})),
+    )
+    .await;
+    assert_eq!(s.as_u16(), 413, "{v}");
+    // Path parameters that do not parse are named, as JSON.
+    let (s, v) = call(&f, "GET", "/api/v1/bisects/abc", None, None).await;
+    assert_eq!(s.as_u16(), 400, "{v}");
+    assert_eq!(v["error"]["field"], "id", "{v}");
+}
+
+#[tokio::test]
+async fn a_silent_remote_times_out_with_a_clear_error() {
+    let f = common::fixture().await;
+    perfbisect_server::repo_policy::set_fetch_timeouts(
+        std::time::Duration::from_secs(2),
+        std::time::Duration::from_secs(2),
+    );
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.push(conn);
+        }
+    });
+    for url in [
+        format!("git://127.0.0.1:{port}/silent.git"),
+        format!("http://127.0.0.1:{port}/silent.git"),
+    ] {
+        let started = std::time::Instant::now();
+        let (s, v) = call(
+            &f,
+            "POST",
+            "/api/v1/repositories",
+            Some(TOKEN),
+            Some(json!({"name": "silent", "url": url})),
+        )
+        .await;
+        assert_eq!(s.as_u16(), 422, "{url}: {v}");
+        assert_eq!(v["error"]["field"], "url");
+        let msg = v["error"]["message"].as_str().unwrap().to_lowercase();
+        assert!(
+            msg.contains("timed out") || msg.contains("timeout"),
+            "{url}: {msg}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{url}: the fetch was not bounded"
+        );
+    }
+}

@@ -54,9 +54,7 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
     let previous_token = std::fs::read_to_string(&token_file)
         .ok()
         .map(|t| t.trim().to_string());
-    if let Some(t) = &previous_token {
-        enroll.scrubber().add(t);
-    }
+    // (Not added to the scrubber: it must reach the server in this body; it is dead after.)
     let req = RegisterWorker {
         name: name.clone(),
         host_group: config.host_group.clone(),

@@ -89,6 +89,15 @@ fn validate(req: &SubmitBisect) -> ApiResult<JobSpec> {
     {
         return Err(ApiError::bad("max_runs", "must be between 2 and 1000000"));
     }
+    if req.notify.len() > crate::mail_policy::MAX_RECIPIENTS {
+        return Err(ApiError::unprocessable(
+            "notify",
+            format!(
+                "at most {} addresses (use a mailing list for more)",
+                crate::mail_policy::MAX_RECIPIENTS
+            ),
+        ));
+    }
     for (i, addr) in req.notify.iter().enumerate() {
         let ok = addr
             .split_once('@')

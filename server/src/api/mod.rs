@@ -80,7 +80,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .merge(crate::dashboard::routes())
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
-        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/healthz", axum::routing::get(crate::health::healthz))
         .route("/metrics", axum::routing::get(crate::metrics::handler))
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(

@@ -209,6 +209,20 @@ fn validate_options(o: &MailOptions) -> ApiResult<()> {
             format!("`{r}` is not a mail address"),
         ));
     }
+    if o.headers.len() > crate::mail_policy::MAX_EXTRA_HEADERS {
+        return Err(ApiError::unprocessable(
+            "headers",
+            format!(
+                "at most {} extra headers",
+                crate::mail_policy::MAX_EXTRA_HEADERS
+            ),
+        ));
+    }
+    for (i, (name, _)) in o.headers.iter().enumerate() {
+        if let Some(why) = crate::mail_policy::refuse_header(name) {
+            return Err(ApiError::unprocessable(&format!("headers[{i}]"), why));
+        }
+    }
     for (i, (name, value)) in o.headers.iter().enumerate() {
         if crate::notify::config::parse_header(&format!("{name}: {value}")).is_none() {
             return Err(ApiError::bad(

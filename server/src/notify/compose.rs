@@ -43,8 +43,10 @@ pub struct MailOptions {
     /// Overrides the server's Reply-To for this bisect.
     #[serde(default)]
     pub reply_to: Option<String>,
-    /// Extra headers, `[name, value]`, added after the server's.
+    /// Extra headers, `[name, value]`, added after the server's (`X-*`, `List-*`,
+    /// `Keywords`, `Comments`, `Organization`; see `mail_policy`).
     #[serde(default)]
+    #[schema(value_type = Vec<Vec<String>>)]
     pub headers: Vec<(String, String)>,
 }
 
