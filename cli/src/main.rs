@@ -48,6 +48,8 @@ enum Cmd {
     Demo(perfbisect_cli::demo::DemoArgs),
     /// Run the server.
     Server(perfbisect_server::ServerConfig),
+    /// Load benchmark: fake workers over the real protocol against real server processes.
+    Loadtest(perfbisect_cli::loadtest::LoadtestArgs),
     /// Run a worker.
     Worker(Box<perfbisect_worker::WorkerConfig>),
     /// Register a repository (the server mirrors it).
@@ -143,6 +145,7 @@ async fn main() {
 async fn client(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
         Cmd::Demo(args) => perfbisect_cli::demo::run(args).await,
+        Cmd::Loadtest(args) => perfbisect_cli::loadtest::run(args).await,
         Cmd::RepoAdd { name, url, remote } => {
             let r = remote.api().add_repository(&name, &url).await?;
             println!("repository {} ({}) mirrored", r.name, r.url);

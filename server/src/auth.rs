@@ -1,10 +1,15 @@
-//! Tokens: API tokens (submit, cancel), enrollment tokens (register a worker) and worker
-//! tokens (everything a worker does). Only SHA-256 hashes are stored.
+//! Tokens and roles. Who may do what is written down in ARCHITECTURE.md ("Roles"):
+//! readers read (only asked for when `--require-read-token` is on), submitters (`api`
+//! tokens) submit and cancel, operators also manage tokens, the outbox and worker names,
+//! enrollment tokens register workers, and each worker acts with its own worker token.
+//! Only SHA-256 hashes of tokens are stored.
 
 use crate::AppState;
 use crate::error::ApiError;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
@@ -17,6 +22,42 @@ pub fn hash_token(token: &str) -> String {
 pub fn new_token() -> String {
     let bytes: [u8; 32] = rand::rng().random();
     hex::encode(bytes)
+}
+
+/// The roles of API tokens, each allowed what the ones before it are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    Reader,
+    Submitter,
+    Operator,
+}
+
+impl Role {
+    /// The stored `api_tokens.kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Submitter => "api",
+            Role::Operator => "operator",
+        }
+    }
+
+    pub fn from_kind(kind: &str) -> Option<Role> {
+        match kind {
+            "reader" => Some(Role::Reader),
+            "api" => Some(Role::Submitter),
+            "operator" => Some(Role::Operator),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Submitter => "submitter",
+            Role::Operator => "operator",
+        }
+    }
 }
 
 fn bearer(parts: &Parts) -> Result<&str, ApiError> {
@@ -48,42 +89,104 @@ pub async fn ensure_token(db: &PgPool, kind: &str, name: &str, token: &str) -> s
     Ok(())
 }
 
-async fn token_id(db: &PgPool, kind: &str, token: &str) -> Result<Option<i64>, ApiError> {
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM api_tokens WHERE kind = $1 AND token_hash = $2 AND revoked_at IS NULL",
+/// Makes `token` the startup token of `kind`: stored (again valid if it had been revoked)
+/// and every other startup token of that kind revoked, in one transaction. Tokens made
+/// through the API are not touched.
+pub async fn replace_startup_token(db: &PgPool, kind: &str, token: &str) -> sqlx::Result<u64> {
+    let hash = hash_token(token);
+    let mut tx = db.begin().await?;
+    sqlx::query(
+        "INSERT INTO api_tokens (name, kind, token_hash, source) VALUES ('startup', $1, $2, 'startup')
+         ON CONFLICT (token_hash) DO UPDATE SET revoked_at = NULL
+         WHERE api_tokens.kind = EXCLUDED.kind AND api_tokens.source = 'startup'",
     )
     .bind(kind)
+    .bind(&hash)
+    .execute(&mut *tx)
+    .await?;
+    let revoked = sqlx::query(
+        "UPDATE api_tokens SET revoked_at = now()
+         WHERE kind = $1 AND source = 'startup' AND token_hash <> $2 AND revoked_at IS NULL",
+    )
+    .bind(kind)
+    .bind(&hash)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(revoked)
+}
+
+/// The valid (not revoked) API token with this value: its id and kind.
+async fn lookup(db: &PgPool, token: &str) -> Result<Option<(i64, String)>, ApiError> {
+    Ok(sqlx::query_as(
+        "SELECT id, kind FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL",
+    )
     .bind(hash_token(token))
     .fetch_optional(db)
     .await?)
 }
 
-/// A caller holding a valid API token.
+/// A caller whose API token has at least role `min`.
+async fn api_role(parts: &Parts, state: &AppState, min: Role) -> Result<(i64, Role), ApiError> {
+    let token = bearer(parts)?;
+    let found = lookup(&state.db, token).await?;
+    match found.and_then(|(id, kind)| Role::from_kind(&kind).map(|r| (id, r))) {
+        Some((id, role)) if role >= min => Ok((id, role)),
+        Some((_, role)) => Err(ApiError::Forbidden(format!(
+            "a {} token may not do this: it needs a {} token",
+            role.name(),
+            min.name()
+        ))),
+        None => Err(ApiError::Unauthorized("the API token is not valid".into())),
+    }
+}
+
+/// A caller holding a valid submitter (or operator) token.
 pub struct ApiUser {
     pub token_id: i64,
+    pub role: Role,
 }
 
 impl FromRequestParts<AppState> for ApiUser {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = bearer(parts)?;
-        match token_id(&state.db, "api", token).await? {
-            Some(token_id) => Ok(ApiUser { token_id }),
-            None => Err(ApiError::Unauthorized("the API token is not valid".into())),
-        }
+        let (token_id, role) = api_role(parts, state, Role::Submitter).await?;
+        Ok(ApiUser { token_id, role })
     }
 }
 
-/// A caller holding a valid enrollment token.
-pub struct Enrollment;
+/// A caller holding a valid operator token.
+pub struct Operator {
+    pub token_id: i64,
+}
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let (token_id, _) = api_role(parts, state, Role::Operator).await?;
+        Ok(Operator { token_id })
+    }
+}
+
+/// A caller allowed to register a worker: an enrollment token, or an operator's (which
+/// may also take over a registered name).
+pub struct Enrollment {
+    pub operator: bool,
+}
 
 impl FromRequestParts<AppState> for Enrollment {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer(parts)?;
-        match token_id(&state.db, "enroll", token).await? {
-            Some(_) => Ok(Enrollment),
-            None => Err(ApiError::Unauthorized(
+        match lookup(&state.db, token)
+            .await?
+            .map(|(_, kind)| kind)
+            .as_deref()
+        {
+            Some("enroll") => Ok(Enrollment { operator: false }),
+            Some("operator") => Ok(Enrollment { operator: true }),
+            _ => Err(ApiError::Unauthorized(
                 "the enrollment token is not valid".into(),
             )),
         }
@@ -106,11 +209,84 @@ impl FromRequestParts<AppState> for WorkerHost {
         .bind(hash_token(token))
         .fetch_optional(&state.db)
         .await?;
-        let (host_id, host_group) =
-            row.ok_or_else(|| ApiError::Unauthorized("the worker token is not valid".into()))?;
+        let (host_id, host_group) = row.ok_or_else(|| {
+            ApiError::Unauthorized(
+                "the worker token is not valid (another registration of this worker name replaced it, or it was revoked)".into(),
+            )
+        })?;
         Ok(WorkerHost {
             host_id,
             host_group,
         })
+    }
+}
+
+/// Who may read (the API's GET endpoints, the dashboard, the OpenAPI document).
+#[derive(Debug, Clone, Default)]
+pub struct ReadAccess {
+    /// Reads need a token of any kind (reader, submitter, operator, or a worker's).
+    pub require_token: bool,
+    /// A request carrying this header (set by a reverse proxy that authenticated the user)
+    /// may read without a token. Only safe when nothing but the proxy reaches the server.
+    pub trusted_user_header: Option<axum::http::HeaderName>,
+}
+
+/// The cookie the dashboard may carry the token in (a browser cannot send a bearer header
+/// when following a link).
+pub const TOKEN_COOKIE: &str = "perfbisect_token";
+
+fn cookie_token(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == TOKEN_COOKIE)
+        .map(|(_, v)| v)
+}
+
+/// Is `token` any valid token (API token of any role, or a worker's)?
+async fn any_valid_token(db: &PgPool, token: &str) -> Result<bool, ApiError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL AND kind <> 'enroll')
+             OR EXISTS (SELECT 1 FROM hosts WHERE token_hash = $1)",
+    )
+    .bind(hash_token(token))
+    .fetch_one(db)
+    .await?)
+}
+
+/// The read gate in front of every route: with `require_token`, a request needs a valid
+/// token (bearer or cookie) or the trusted proxy header. `/healthz` and the worker
+/// protocol (which has its own tokens) pass.
+pub async fn read_gate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let access = &state.access;
+    let path = req.uri().path();
+    if !access.require_token || path == "/healthz" || path.starts_with("/api/v1/worker/") {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    if let Some(h) = &access.trusted_user_header
+        && parts.headers.get(h).is_some_and(|v| !v.is_empty())
+    {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let token = bearer(&parts).ok().or_else(|| cookie_token(&parts));
+    let allowed = match token {
+        Some(t) => match any_valid_token(&state.db, t).await {
+            Ok(ok) => ok,
+            Err(e) => return e.into_response(),
+        },
+        None => false,
+    };
+    if allowed {
+        next.run(Request::from_parts(parts, body)).await
+    } else {
+        ApiError::Unauthorized(format!(
+            "reading needs a token on this server: `Authorization: Bearer <token>` or the `{TOKEN_COOKIE}` cookie"
+        ))
+        .into_response()
     }
 }

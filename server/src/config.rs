@@ -18,18 +18,45 @@ pub struct ServerConfig {
     /// PostgreSQL to use. Without it the server runs its own cluster in the data directory.
     #[arg(long, env = "DATABASE_URL")]
     pub database_url: Option<String>,
-    /// API token for submitting and cancelling bisects (added to the database at start).
-    #[arg(long, env = "PERFBISECT_API_TOKEN")]
+    /// Submitter token (submit, cancel). Given at start, it replaces the previous start's;
+    /// without it (or its file) one is generated into `<data-dir>/api-token`. Prefer the
+    /// environment or the file: a flag shows in `ps`.
+    #[arg(long, env = "PERFBISECT_API_TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
-    /// Enrollment token that workers present to register (added to the database at start).
-    #[arg(long, env = "PERFBISECT_ENROLL_TOKEN")]
+    #[arg(long, env = "PERFBISECT_API_TOKEN_FILE")]
+    pub api_token_file: Option<PathBuf>,
+    /// Enrollment token that workers present to register (like `--api-token`;
+    /// `<data-dir>/enroll-token`).
+    #[arg(long, env = "PERFBISECT_ENROLL_TOKEN", hide_env_values = true)]
     pub enroll_token: Option<String>,
+    #[arg(long, env = "PERFBISECT_ENROLL_TOKEN_FILE")]
+    pub enroll_token_file: Option<PathBuf>,
+    /// Operator token: manages tokens, takes over worker names (like `--api-token`;
+    /// `<data-dir>/operator-token`).
+    #[arg(long, env = "PERFBISECT_OPERATOR_TOKEN", hide_env_values = true)]
+    pub operator_token: Option<String>,
+    #[arg(long, env = "PERFBISECT_OPERATOR_TOKEN_FILE")]
+    pub operator_token_file: Option<PathBuf>,
+    /// Reading the API, the dashboard and the OpenAPI document needs a token too (any
+    /// valid one: reader, submitter, operator or a worker's; bearer or the
+    /// `perfbisect_token` cookie).
+    #[arg(long, env = "PERFBISECT_REQUIRE_READ_TOKEN")]
+    pub require_read_token: bool,
+    /// With `--require-read-token`: a request carrying this header (set by a reverse proxy
+    /// that authenticated the user, e.g. `X-Forwarded-User`) may read without a token.
+    /// Only safe when nothing but that proxy can reach the server.
+    #[arg(long, env = "PERFBISECT_TRUSTED_USER_HEADER")]
+    pub trusted_user_header: Option<String>,
     /// How long a claimed task stays with its worker without a heartbeat.
     #[arg(long, env = "PERFBISECT_LEASE_SECS", default_value_t = 60)]
     pub lease_secs: u64,
     /// The address people use to reach this server (for links in reports and mails).
     #[arg(long, env = "PERFBISECT_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Let the embedded PostgreSQL also listen on TCP at this address (password required).
+    /// Without it the cluster listens only on a private Unix socket in the data directory.
+    #[arg(long, env = "PERFBISECT_EMBEDDED_PG_LISTEN")]
+    pub embedded_pg_listen: Option<std::net::IpAddr>,
     #[command(flatten)]
     pub mail: Box<crate::notify::MailConfig>,
     /// How the mirrors reach remote repositories (https CA and credentials, ssh key).
@@ -43,7 +70,47 @@ pub struct ServerConfig {
     pub tls_key: Option<PathBuf>,
 }
 
+/// A token given directly, or in a file.
+fn token_from(value: &Option<String>, file: &Option<PathBuf>) -> anyhow::Result<Option<String>> {
+    if let Some(v) = value {
+        return Ok(Some(v.trim().to_string()));
+    }
+    match file {
+        Some(path) => {
+            let t = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+            Ok(Some(t.trim().to_string()))
+        }
+        None => Ok(None),
+    }
+}
+
 impl ServerConfig {
+    pub fn api_token(&self) -> anyhow::Result<Option<String>> {
+        token_from(&self.api_token, &self.api_token_file)
+    }
+
+    pub fn enroll_token(&self) -> anyhow::Result<Option<String>> {
+        token_from(&self.enroll_token, &self.enroll_token_file)
+    }
+
+    pub fn operator_token(&self) -> anyhow::Result<Option<String>> {
+        token_from(&self.operator_token, &self.operator_token_file)
+    }
+
+    pub fn read_access(&self) -> anyhow::Result<crate::auth::ReadAccess> {
+        let trusted_user_header = self
+            .trusted_user_header
+            .as_deref()
+            .map(axum::http::HeaderName::try_from)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--trusted-user-header: {e}"))?;
+        Ok(crate::auth::ReadAccess {
+            require_token: self.require_read_token,
+            trusted_user_header,
+        })
+    }
+
     pub fn public_url(&self) -> String {
         self.public_url.clone().unwrap_or_else(|| {
             let scheme = if self.tls_cert.is_some() {

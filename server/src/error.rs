@@ -25,6 +25,15 @@ pub enum ApiError {
     Conflict(String),
     #[error("{0}")]
     Unauthorized(String),
+    /// A valid token of a kind (role) that may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The body is larger than the server accepts.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The server cannot serve now (its database is unreachable); retry later.
+    #[error("{0}")]
+    Unavailable(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -48,7 +57,15 @@ impl ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        ApiError::Internal(e.into())
+        match &e {
+            // The database is away (stopped, restarting, unreachable): the request may be
+            // retried, and nothing was written.
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                tracing::error!(error = %e, "database unavailable");
+                ApiError::Unavailable("the database is unavailable; retry later".into())
+            }
+            _ => ApiError::Internal(e.into()),
+        }
     }
 }
 
@@ -62,6 +79,9 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, None),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, None),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, None),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, None),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
             ApiError::Internal(e) => {
                 tracing::error!(error = ?e, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, None)

@@ -3,19 +3,24 @@
 //! `run` is the whole process: configuration → database (embedded or `DATABASE_URL`) →
 //! migrations → tokens → background loops (scheduler, lease reaper, queue listener) → HTTP.
 
+pub mod allocator;
 pub mod api;
+pub mod assessing;
 pub mod auth;
 pub mod config;
 pub mod dashboard;
 pub mod db;
+pub mod dispatch;
 pub mod error;
 pub mod git;
 pub mod graphs;
+pub mod metrics;
 pub mod notify;
 pub mod pg;
 pub mod queue;
 pub mod report_input;
 pub mod scheduler;
+pub mod store;
 pub mod tls;
 
 use anyhow::Context;
@@ -38,6 +43,8 @@ pub struct AppState {
     pub mail: Arc<notify::MailSettings>,
     /// Candidate graphs of bisects this replica has advanced.
     pub graphs: graphs::GraphCache,
+    /// Who may read (`--require-read-token`, `--trusted-user-header`).
+    pub access: Arc<auth::ReadAccess>,
 }
 
 impl AppState {
@@ -55,6 +62,7 @@ impl AppState {
             public_url,
             mail: Arc::new(notify::MailSettings::default()),
             graphs: graphs::GraphCache::default(),
+            access: Arc::default(),
         }
     }
 }
@@ -67,7 +75,13 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         Some(url) => (url.clone(), None),
         None => {
             let dir = config.data_dir.join("postgres");
-            let cluster = tokio::task::spawn_blocking(move || pg::Cluster::start(&dir)).await??;
+            let options = pg::ClusterOptions {
+                fsync: true,
+                tcp: config.embedded_pg_listen,
+            };
+            let cluster =
+                tokio::task::spawn_blocking(move || pg::Cluster::start_with(&dir, &options))
+                    .await??;
             tracing::info!(port = cluster.port(), dir = %cluster.data_dir().display(), "embedded PostgreSQL running");
             db::ensure_database(&cluster.url("postgres"), "perfbisect").await?;
             (cluster.url("perfbisect"), Some(cluster))
@@ -75,17 +89,21 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     };
     let db = db::connect(&url).await?;
     db::migrate(&db).await?;
-    let token_file_dir = config.data_dir.clone();
-    let api_token = match &config.api_token {
-        Some(t) => t.clone(),
-        None => read_or_create_token(&token_file_dir.join("api-token"))?,
-    };
-    let enroll_token = match &config.enroll_token {
-        Some(t) => t.clone(),
-        None => read_or_create_token(&token_file_dir.join("enroll-token"))?,
-    };
-    auth::ensure_token(&db, "api", "configured", &api_token).await?;
-    auth::ensure_token(&db, "enroll", "configured", &enroll_token).await?;
+    // Tokens given at start replace the previous start's: a rotated token stops working.
+    for (kind, file, given) in [
+        ("api", "api-token", config.api_token()?),
+        ("enroll", "enroll-token", config.enroll_token()?),
+        ("operator", "operator-token", config.operator_token()?),
+    ] {
+        let token = match given {
+            Some(t) => t,
+            None => read_or_create_token(&config.data_dir.join(file))?,
+        };
+        let revoked = auth::replace_startup_token(&db, kind, &token).await?;
+        if revoked > 0 {
+            tracing::info!(kind, revoked, "revoked the previous startup token");
+        }
+    }
 
     let mut state = AppState::new(
         db.clone(),
@@ -95,13 +113,14 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     );
     state.mail = Arc::new(config.mail.settings()?);
     state.mirrors = state.mirrors.clone().with_auth(config.git.clone());
+    state.access = Arc::new(config.read_access()?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
     tokio::spawn(queue::listen_for_tasks(state.clone(), url.clone()));
     tokio::spawn(queue::reap_expired_leases(state.clone()));
-    tokio::spawn(scheduler::tick(state.clone()));
+    dispatch::spawn(&state);
     notify::sender::spawn(&state)?;
     match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => {
@@ -131,9 +150,8 @@ fn read_or_create_token(path: &std::path::Path) -> anyhow::Result<String> {
         return Ok(t.trim().to_string());
     }
     let token = auth::new_token();
-    std::fs::write(path, &token).with_context(|| format!("writing {}", path.display()))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    // Mode 600 from the moment it exists: never readable by others, not even briefly.
+    pg::write_private(path, token.as_bytes())?;
     tracing::info!(file = %path.display(), "created a new token");
     Ok(token)
 }

@@ -3,6 +3,12 @@
 //! The cluster lives in the server's data directory and is run with the system's
 //! `initdb`/`pg_ctl`. PostgreSQL refuses to run as root, so as root the cluster belongs to
 //! the `postgres` system user and every command runs through `runuser`.
+//!
+//! Who may connect: the cluster listens only on a Unix socket inside its own data directory
+//! (mode 700, so only its owner and root reach it), and even there it asks for the
+//! `postgres` role's password (scram-sha-256), which only the server's data directory holds
+//! (`pg.password`, mode 600). TCP is off unless `ClusterOptions::tcp` asks for it. A cluster
+//! made by an earlier version (trust, TCP) is converted on its next start.
 
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
@@ -26,6 +32,25 @@ pub enum PgError {
     Io(String, #[source] std::io::Error),
 }
 
+/// How the cluster runs.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Write-ahead log and data reach the disk before a commit returns. Only the test
+    /// suite's throwaway cluster turns it off (for speed).
+    pub fsync: bool,
+    /// Also listen on this address (with the same password), for tools on other hosts.
+    pub tcp: Option<std::net::IpAddr>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            fsync: true,
+            tcp: None,
+        }
+    }
+}
+
 /// A running cluster that this process started or found running.
 #[derive(Debug, Clone)]
 pub struct Cluster {
@@ -33,6 +58,8 @@ pub struct Cluster {
     bin: PathBuf,
     port: u16,
     run_as: Option<String>,
+    password: String,
+    options: ClusterOptions,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> PgError {
@@ -86,6 +113,11 @@ impl Cluster {
     /// attaches to it when it is already running. Safe to call from several processes at
     /// once: they serialise on a lock file.
     pub fn start(data_dir: &Path) -> Result<Cluster, PgError> {
+        Self::start_with(data_dir, &ClusterOptions::default())
+    }
+
+    /// `start` with explicit options.
+    pub fn start_with(data_dir: &Path, options: &ClusterOptions) -> Result<Cluster, PgError> {
         let bin = find_bin_dir()?;
         fs::create_dir_all(data_dir).map_err(io(format!("creating {}", data_dir.display())))?;
         let data_dir = data_dir
@@ -127,15 +159,36 @@ impl Cluster {
             }
         }
         pgdata = pgdata.canonicalize().unwrap_or(pgdata);
+        let password_file = data_dir.join("pg.password");
+        let existing_password = fs::read_to_string(&password_file)
+            .ok()
+            .map(|s| s.trim().to_string());
         let mut cluster = Cluster {
             data: pgdata,
             bin,
             port: 0,
             run_as,
+            password: existing_password
+                .clone()
+                .unwrap_or_else(crate::auth::new_token),
+            options: options.clone(),
         };
-        if !cluster.data.join("PG_VERSION").exists() {
+        let fresh = !cluster.data.join("PG_VERSION").exists();
+        if fresh {
             cluster.initdb()?;
+        } else if existing_password.is_none() {
+            // Made by an earlier version (trust authentication, TCP): give the superuser a
+            // password before anything else may connect.
+            tracing::warn!(dir = %cluster.data.display(), "converting the embedded PostgreSQL cluster to password authentication on a private socket");
+            if cluster.is_running() {
+                cluster.stop()?;
+            }
+            cluster.set_password()?;
         }
+        if existing_password.is_none() {
+            write_private(&password_file, cluster.password.as_bytes())?;
+        }
+        cluster.write_hba()?;
         // Where the cluster really is, for scripts that stop it (`pg_ctl -D $(cat pg.datadir) stop`).
         fs::write(
             data_dir.join("pg.datadir"),
@@ -143,6 +196,11 @@ impl Cluster {
         )
         .map_err(io("writing pg.datadir"))?;
         let port_file = data_dir.join("pg.port");
+        let marker = cluster.data.join("perfbisect.socket-only");
+        if cluster.is_running() && !marker.exists() {
+            // Started by an earlier version on TCP: restart it on the socket only.
+            cluster.stop()?;
+        }
         if cluster.is_running() {
             cluster.port = fs::read_to_string(&port_file)
                 .ok()
@@ -155,6 +213,7 @@ impl Cluster {
             cluster.port = free_port()?;
             fs::write(&port_file, cluster.port.to_string()).map_err(io("writing pg.port"))?;
             cluster.pg_ctl_start()?;
+            fs::write(&marker, b"").map_err(io("writing the socket marker"))?;
         }
         drop(lock);
         Ok(cluster)
@@ -168,9 +227,15 @@ impl Cluster {
         &self.data
     }
 
-    /// Connection URL for database `db` (the superuser `postgres`, trusted on loopback).
+    /// Connection URL for database `db`: the superuser `postgres` with its password, over
+    /// the cluster's Unix socket.
     pub fn url(&self, db: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+        format!(
+            "postgres://postgres:{}@localhost:{}/{db}?host={}",
+            self.password,
+            self.port,
+            percent_encode_path(&self.data)
+        )
     }
 
     fn command(&self, program: &str) -> Command {
@@ -206,18 +271,86 @@ impl Cluster {
     }
 
     fn initdb(&self) -> Result<(), PgError> {
+        // initdb reads the superuser's password from a file (never the command line); it
+        // sits beside the cluster, readable by the cluster's owner only, for this one call.
+        let pwfile = self.data.with_extension("pwfile");
+        let _ = fs::remove_file(&pwfile);
+        write_private(&pwfile, self.password.as_bytes())?;
+        if let Some(user) = &self.run_as {
+            chown_file(&pwfile, user)?;
+        }
         let mut cmd = self.command("initdb");
-        cmd.arg("-D").arg(&self.data).args([
-            "-U",
-            "postgres",
-            "-A",
-            "trust",
-            "-N",
-            "-E",
-            "UTF8",
-            "--locale=C",
-        ]);
-        self.run("initdb", cmd)
+        cmd.arg("-D")
+            .arg(&self.data)
+            .args([
+                "-U",
+                "postgres",
+                "-A",
+                "scram-sha-256",
+                "-N",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()));
+        let result = self.run("initdb", cmd);
+        let _ = fs::remove_file(&pwfile);
+        result
+    }
+
+    /// Sets the superuser's password of a stopped cluster (single-user mode, the statement
+    /// on standard input, so the password is on no command line).
+    fn set_password(&self) -> Result<(), PgError> {
+        use std::io::Write;
+        let mut cmd = self.command("postgres");
+        cmd.arg("--single")
+            .arg("-D")
+            .arg(&self.data)
+            .arg("postgres")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().map_err(io("running postgres --single"))?;
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(
+                format!(
+                    "SET password_encryption = 'scram-sha-256';\nALTER ROLE postgres PASSWORD '{}';\n",
+                    self.password
+                )
+                .as_bytes(),
+            )
+            .map_err(io("setting the superuser's password"))?;
+        let out = child
+            .wait_with_output()
+            .map_err(io("running postgres --single"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(PgError::Command {
+                what: "setting the superuser's password".into(),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            })
+        }
+    }
+
+    /// Who may connect how: only with the password, over the socket (and TCP when asked).
+    fn write_hba(&self) -> Result<(), PgError> {
+        let mut hba = String::from(
+            "# Written by perfbisect at every start: passwords only, on the private socket.\n\
+             local all all scram-sha-256\n",
+        );
+        if self.options.tcp.is_some() {
+            hba.push_str("host all all 0.0.0.0/0 scram-sha-256\nhost all all ::/0 scram-sha-256\n");
+        }
+        let path = self.data.join("pg_hba.conf");
+        fs::write(&path, hba).map_err(io("writing pg_hba.conf"))?;
+        if let Some(user) = &self.run_as {
+            chown_file(&path, user)?;
+        }
+        Ok(())
     }
 
     fn is_running(&self) -> bool {
@@ -237,9 +370,11 @@ impl Cluster {
             .arg(&log)
             .arg("-o")
             .arg(format!(
-                "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off",
+                "-p {} -k {} -c unix_socket_permissions=0700 -c listen_addresses='{}' -c max_connections=200 -c fsync={}",
                 self.port,
-                self.data.display()
+                self.data.display(),
+                self.options.tcp.map(|a| a.to_string()).unwrap_or_default(),
+                if self.options.fsync { "on" } else { "off" },
             ))
             .args(["-w", "-t", "60", "start"]);
         cmd.stdout(std::process::Stdio::null())
@@ -267,6 +402,45 @@ fn chown(path: &Path, user: &str) -> Result<(), PgError> {
     fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(io("chmod cluster dir"))
 }
 
+fn chown_file(path: &Path, user: &str) -> Result<(), PgError> {
+    let u = nix::unistd::User::from_name(user)
+        .ok()
+        .flatten()
+        .ok_or(PgError::NoPostgresUser)?;
+    nix::unistd::chown(path, Some(u.uid), Some(u.gid))
+        .map_err(|e| PgError::Io(format!("chown {} to {user}", path.display()), e.into()))
+}
+
+/// Creates `path` with mode 600 from the start (never readable by others, not even briefly).
+pub fn write_private(path: &Path, contents: &[u8]) -> Result<(), PgError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io(format!("creating {}", path.display())))?;
+    f.write_all(contents)
+        .map_err(io(format!("writing {}", path.display())))
+}
+
+/// A path as a URL query value.
+fn percent_encode_path(path: &Path) -> String {
+    let mut out = String::new();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The port only names the socket file (`.s.PGSQL.<port>`); with TCP on it is also the
+/// TCP port, so it must be free there.
 fn free_port() -> Result<u16, PgError> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
     Ok(l.local_addr().map_err(io("finding a free port"))?.port())
@@ -290,7 +464,14 @@ pub mod testing {
     pub async fn fresh_database() -> anyhow::Result<String> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let dir = cluster_dir();
-        let cluster = tokio::task::spawn_blocking(move || Cluster::start(&dir)).await??;
+        // The suite's cluster is thrown away after the run: fsync off for speed (never for a
+        // real server's cluster).
+        let options = super::ClusterOptions {
+            fsync: false,
+            tcp: None,
+        };
+        let cluster =
+            tokio::task::spawn_blocking(move || Cluster::start_with(&dir, &options)).await??;
         let name = format!(
             "test_{}_{}_{}",
             std::process::id(),

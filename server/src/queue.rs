@@ -24,7 +24,8 @@ pub async fn claim(
     host_id: i64,
     host_group: &str,
 ) -> sqlx::Result<Option<ClaimedTask>> {
-    sqlx::query_as(
+    let started = std::time::Instant::now();
+    let claimed = sqlx::query_as(
         "UPDATE tasks t SET state = 'running', host_id = $1, attempts = t.attempts + 1,
                 lease_expires_at = now() + make_interval(secs => $3), started_at = now()
          FROM (SELECT id FROM tasks WHERE state = 'queued' AND host_group = $2
@@ -36,7 +37,9 @@ pub async fn claim(
     .bind(host_group)
     .bind(state.lease.as_secs_f64())
     .fetch_optional(&state.db)
-    .await
+    .await;
+    crate::metrics::observe_claim(started.elapsed());
+    claimed
 }
 
 /// Claims a task, waiting up to `wait` for one to be queued.
@@ -108,22 +111,23 @@ pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
         if new_state == "queued" {
             notify_queued(&state.db).await?;
         }
+        crate::store::wakeups::wake(
+            &state.db,
+            bisect,
+            crate::store::wakeups::Reason::LeaseExpired,
+        )
+        .await?;
         bisects.push(bisect);
     }
     Ok(bisects)
 }
 
+/// Every replica reaps: the UPDATE's row locks let one of them hand each task back.
+/// The scheduler is woken for each bisect concerned (`reap_once`).
 pub async fn reap_expired_leases(state: AppState) {
     loop {
-        match reap_once(&state).await {
-            Ok(bisects) => {
-                for b in bisects {
-                    if let Err(e) = crate::scheduler::advance(&state, b).await {
-                        tracing::error!(bisect = b, error = ?e, "advancing after lease expiry");
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "lease reaper"),
+        if let Err(e) = reap_once(&state).await {
+            tracing::warn!(error = %e, "lease reaper");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

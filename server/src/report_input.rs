@@ -325,15 +325,24 @@ fn memory_size(bytes: u64) -> String {
     }
 }
 
-async fn machine(conn: &mut PgConnection, host: Option<i64>) -> sqlx::Result<Machine> {
+/// The machine that ran the bisect's benchmark on `host`: what its runs saw from inside
+/// (a VM's CPUs and memory, a bare-metal host's), else what the worker registered with.
+async fn machine(conn: &mut PgConnection, bisect: i64, host: Option<i64>) -> sqlx::Result<Machine> {
     let Some(host) = host else {
         return Ok(Machine::default());
     };
-    let json: Option<serde_json::Value> =
-        sqlx::query_scalar("SELECT machine FROM hosts WHERE id = $1")
-            .bind(host)
-            .fetch_optional(&mut *conn)
-            .await?;
+    let json: Option<serde_json::Value> = sqlx::query_scalar(
+        "SELECT COALESCE(
+             (SELECT environment->'machine' FROM runs
+              WHERE bisect_id = $2 AND host_id = $1 AND environment ? 'machine'
+              ORDER BY id DESC LIMIT 1),
+             (SELECT machine FROM hosts WHERE id = $1))",
+    )
+    .bind(host)
+    .bind(bisect)
+    .fetch_optional(&mut *conn)
+    .await?
+    .flatten();
     let info: MachineInfo = json
         .and_then(|j| serde_json::from_value(j).ok())
         .unwrap_or_default();
@@ -381,7 +390,7 @@ async fn additions(
         let host = Stored::main_host(&c);
         out.push(Addition {
             job: job_of(&stored.row.spec, &stored.row.testcase),
-            machine: machine(conn, host).await?,
+            machine: machine(conn, other, host).await?,
             metric: metric.clone(),
             direction: None,
             runs: to_runs(&p, &c),
@@ -501,7 +510,7 @@ async fn load_with(
         good: stored.commit(&row.good_sha),
         bad: stored.commit(&row.bad_sha),
         job: job_of(&row.spec, &row.testcase),
-        machine: machine(conn, host).await?,
+        machine: machine(conn, id, host).await?,
         metric: row.metric.clone(),
         direction: None,
         outcome,

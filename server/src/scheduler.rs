@@ -1,17 +1,16 @@
 //! Drives bisects: rebuilds the engine's evidence from stored runs, asks the engine what to
 //! do, and turns its decision into queued tasks or a final status.
 //!
-//! Invariant: a bisect is only advanced inside a transaction holding its row lock
-//! (`FOR UPDATE`), so replicas and loops never queue the same work twice.
+//! Invariant: a bisect is only advanced inside a transaction holding its advisory lock
+//! (`pg_try_advisory_xact_lock(bisect_id)`), so replicas and loops never queue the same work
+//! twice. The bisect's row is not locked for the advance: run and task inserts (whose foreign
+//! keys take `FOR KEY SHARE` on it) never wait for a decision. Advances are caused by
+//! wake-ups (`store::wakeups`) and run by `dispatch`, never on the path of an upload.
 
 use crate::AppState;
-use perfbisect_engine::{
-    Assessment, CandidateGraph, Decision, Direction, Evidence, Outcome, Phase, Point, Settings,
-    decide,
-};
-use sqlx::PgPool;
+use crate::store::{allocation, wakeups};
+use perfbisect_engine::{Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide};
 use std::collections::HashMap;
-use std::time::Duration;
 
 /// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
 /// dashboard). Idle workers long-poll well within it, busy ones heartbeat.
@@ -30,6 +29,7 @@ struct BisectRow {
     first_parent: bool,
     tbox_group: String,
     runs_per_task: i32,
+    assessed_round: i64,
 }
 
 /// Records a line of the bisect's story.
@@ -158,22 +158,45 @@ async fn load_evidence(
     Ok(evidence)
 }
 
-/// Moves one bisect forward as far as the stored evidence allows.
+/// Moves one bisect forward as far as the stored evidence allows, waiting for an advance of
+/// it in progress elsewhere to end first.
 pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
+    run_advance(state, bisect, true).await.map(|_| ())
+}
+
+/// Like `advance`, but returns `Ok(false)` at once when another advance of the bisect holds
+/// its lock (that one, or the next, answers the wake-ups).
+pub async fn try_advance(state: &AppState, bisect: i64) -> anyhow::Result<bool> {
+    run_advance(state, bisect, false).await
+}
+
+async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Result<bool> {
     let mut tx = state.db.begin().await?;
+    if wait {
+        wakeups::lock_bisect(&mut tx, bisect).await?;
+    } else if !wakeups::try_lock_bisect(&mut tx, bisect).await? {
+        return Ok(false);
+    }
+    // Before any evidence is read: what these wake-ups announced is visible from here on.
+    wakeups::consume(&mut tx, bisect).await?;
     let row: Option<BisectRow> = sqlx::query_as(
         "SELECT b.status, b.good_sha, b.metric, b.confidence, b.max_runs, b.direction, b.magnitude_pct,
-                b.job_spec_id, b.first_parent, j.tbox_group, coalesce((j.spec ->> 'runs_per_task')::int, 5) AS runs_per_task
+                b.job_spec_id, b.first_parent, j.tbox_group, coalesce((j.spec ->> 'runs_per_task')::int, 5) AS runs_per_task,
+                b.assessed_round
          FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
-         WHERE b.id = $1 FOR UPDATE OF b",
+         WHERE b.id = $1",
     )
     .bind(bisect)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(row) = row else { return Ok(()) };
+    let Some(row) = row else {
+        tx.commit().await?;
+        return Ok(true);
+    };
     if perfbisect_wire::api::status_is_final(&row.status) {
         state.graphs.forget(bisect);
-        return Ok(());
+        tx.commit().await?;
+        return Ok(true);
     }
 
     // A task that failed on every attempt (not the commit's fault) stops the bisect: its
@@ -192,7 +215,8 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         );
         finish(&mut tx, bisect, "failed", &reason, None).await?;
         tx.commit().await?;
-        return Ok(());
+        state.graphs.forget(bisect);
+        return Ok(true);
     }
 
     let loaded = state.graphs.get(&mut *tx, bisect).await?;
@@ -218,19 +242,14 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         );
         finish(&mut tx, bisect, "failed", &reason, None).await?;
         tx.commit().await?;
-        return Ok(());
+        state.graphs.forget(bisect);
+        return Ok(true);
     }
-    let (live_hosts, outstanding): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM hosts WHERE host_group = $2
-                 AND last_seen_at > now() - make_interval(secs => $3)),
-                (SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running'))",
-    )
-    .bind(bisect)
-    .bind(&row.tbox_group)
-    .bind(LIVE_HOST_WINDOW_SECS as f64)
-    .fetch_one(&mut *tx)
-    .await?;
-    let idle = live_hosts.max(1) - outstanding;
+    // This bisect's share of its group's live hosts (`allocator`), less what it has out.
+    let load = allocation::group_load(&mut tx, &row.tbox_group, LIVE_HOST_WINDOW_SECS).await?;
+    let outstanding = allocation::outstanding(&mut *tx, bisect).await?;
+    let share = crate::allocator::share(load.live_hosts, &load.bisects, bisect);
+    let idle = share as i64 - outstanding;
     let settings = Settings {
         confidence: row.confidence,
         runs_per_request: row.runs_per_task.max(1) as u32,
@@ -264,10 +283,20 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
             )
             .await?;
             tx.commit().await?;
-            return Ok(());
+            state.graphs.forget(bisect);
+            return Ok(true);
         }
     };
-    store_assessments(&mut tx, bisect, graph, &assessments).await?;
+    crate::assessing::store_round(
+        &mut tx,
+        bisect,
+        &loaded,
+        row.assessed_round,
+        &evidence,
+        &assessments,
+        row.confidence,
+    )
+    .await?;
     let over = matches!(decision, Decision::Done(_));
     match decision {
         Decision::Measure {
@@ -341,7 +370,7 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
     if over {
         state.graphs.forget(bisect);
     }
-    Ok(())
+    Ok(true)
 }
 
 fn phase_name(phase: Phase) -> &'static str {
@@ -360,7 +389,7 @@ async fn set_phase(
 ) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE bisects SET status = $2, status_reason = coalesce($3, status_reason), updated_at = now()
-         WHERE id = $1",
+         WHERE id = $1 AND status IN ('queued', 'reproducing', 'searching', 'verifying')",
     )
     .bind(bisect)
     .bind(phase_name(phase))
@@ -398,57 +427,10 @@ pub async fn finish(
     .execute(&mut *tx)
     .await?;
     event(&mut *tx, bisect, status, reason).await?;
+    // The hosts it held are shared among the group's other bisects now.
+    wakeups::wake_group_of(&mut *tx, bisect, wakeups::Reason::ShareChanged).await?;
     // The outcome and its mail commit together (the transactional outbox).
     crate::notify::outbox::enqueue(&mut *tx, bisect, status).await?;
     tracing::info!(bisect, status, reason, "bisect finished");
-    Ok(())
-}
-
-async fn store_assessments(
-    tx: &mut sqlx::PgConnection,
-    bisect: i64,
-    graph: &CandidateGraph,
-    assessments: &[Assessment],
-) -> sqlx::Result<()> {
-    let json: Vec<serde_json::Value> = assessments
-        .iter()
-        .map(|a| {
-            let sha = match a.point {
-                Point::Good => None,
-                Point::Candidate(i) => Some(graph.id(i).to_string()),
-            };
-            serde_json::json!({ "sha": sha, "verdict": a.verdict, "p": a.culprit_probability })
-        })
-        .collect();
-    sqlx::query("UPDATE bisects SET assessments = $2 WHERE id = $1")
-        .bind(bisect)
-        .bind(serde_json::Value::Array(json))
-        .execute(tx)
-        .await?;
-    Ok(())
-}
-
-/// Advances every unfinished bisect now and then: picks up new bisects, work left by a
-/// restarted server, and hosts that came or went.
-pub async fn tick(state: AppState) {
-    loop {
-        if let Err(e) = tick_once(&state.db, &state).await {
-            tracing::warn!(error = ?e, "scheduler tick");
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
-async fn tick_once(db: &PgPool, state: &AppState) -> anyhow::Result<()> {
-    let ids: Vec<i64> = sqlx::query_scalar(
-        "SELECT id FROM bisects WHERE status IN ('queued', 'reproducing', 'searching', 'verifying') ORDER BY id",
-    )
-    .fetch_all(db)
-    .await?;
-    for id in ids {
-        if let Err(e) = advance(state, id).await {
-            tracing::error!(bisect = id, error = ?e, "advancing bisect");
-        }
-    }
     Ok(())
 }

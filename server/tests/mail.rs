@@ -217,6 +217,36 @@ async fn load(f: &Fixture, id: i64) -> Result<report_input::Loaded, ReportInputE
 }
 
 #[tokio::test]
+async fn the_test_machine_is_the_one_that_ran_the_benchmark() {
+    // The worker registered from its own machine (64 threads); its runs happened in a VM
+    // that reported itself from inside: the report's test machine is the VM.
+    let f = fixture().await;
+    let id = bisect(
+        &f,
+        "fio-basic",
+        "fio.write_iops",
+        "found",
+        &FIO_BASE,
+        &FIO_NEW,
+    )
+    .await;
+    sqlx::query("UPDATE runs SET environment = $2 WHERE bisect_id = $1")
+        .bind(id)
+        .bind(
+            json!({"host": "worker1-vm", "machine": {"cpu_model": "QEMU Virtual CPU version 2.5+",
+                     "threads": 2, "sockets": 1, "memory_bytes": 251u64 << 20}}),
+        )
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    let loaded = load(&f, id).await.unwrap();
+    assert_eq!(
+        loaded.input.machine.describe(),
+        "2 threads 1 socket QEMU Virtual CPU version 2.5+ with 251M memory"
+    );
+}
+
+#[tokio::test]
 async fn found_report_uses_the_paired_verification_runs_and_reproduces_the_seed_row() {
     let f = fixture().await;
     let id = bisect(

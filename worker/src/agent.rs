@@ -10,7 +10,7 @@ use crate::WorkerConfig;
 use crate::build::Builder;
 use crate::cache::Cache;
 use crate::checkout::Workspace;
-use crate::client::{Client, retry};
+use crate::client::{Client, ClientError, retry};
 use crate::deploy::DeployError;
 use crate::deploy::ssh::SshHost;
 use crate::note::TaskNote;
@@ -45,17 +45,38 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         tracing::info!(leftovers, "removed unfinished builds of an earlier run");
     }
     let name = config.name();
+    crate::sanitize::pass_also(&config.pass_env);
     let enroll = Client::with_ca(&config.server, config.ca_file.as_deref())
         .context("the server's CA file")?
-        .with_token(&config.enroll_token);
+        .with_token(&config.enroll_token()?);
+    // The worker token of the last registration: registering again under this name needs it.
+    let token_file = config.work_dir.join("worker-token");
+    let previous_token = std::fs::read_to_string(&token_file)
+        .ok()
+        .map(|t| t.trim().to_string());
+    if let Some(t) = &previous_token {
+        enroll.scrubber().add(t);
+    }
     let req = RegisterWorker {
         name: name.clone(),
         host_group: config.host_group.clone(),
         machine: crate::machine::describe(),
+        previous_token,
     };
-    let reg = retry("register", || enroll.register(&req))
-        .await
-        .context("registering with the server")?;
+    let reg = match retry("register", || enroll.register(&req)).await {
+        Ok(reg) => reg,
+        Err(ClientError::Refused {
+            status, message, ..
+        }) if status.as_u16() == 409 => {
+            tracing::error!(name, message, "another worker holds this name; exiting");
+            anyhow::bail!(
+                "the server refused the name `{name}`: {message} (start this worker with another --name, or have an operator register it)"
+            );
+        }
+        Err(e) => return Err(e).context("registering with the server"),
+    };
+    crate::sanitize::write_private(&token_file, reg.token.as_bytes())
+        .with_context(|| format!("writing {}", token_file.display()))?;
     tracing::info!(
         host_id = reg.host_id,
         name,
@@ -118,14 +139,39 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         let task = match claimed {
             Ok(Some(task)) => task,
             Ok(None) => continue,
+            Err(ClientError::Refused {
+                status, message, ..
+            }) if status.as_u16() == 401 => {
+                // Another registration took this name over, or the token was revoked:
+                // claiming again would fail forever.
+                tracing::error!(
+                    message,
+                    "the server no longer accepts this worker's token (its name was registered again elsewhere, or the token was revoked); exiting"
+                );
+                anyhow::bail!("this worker's registration was replaced or revoked: {message}");
+            }
             Err(e) => {
                 tracing::error!(error = %e, "claim failed");
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 continue;
             }
         };
-        let span = tracing::info_span!("task", task = task.task_id, bisect = task.bisect_id, sha = %&task.sha[..12]);
+        let span = tracing::info_span!("task", task = task.task_id, bisect = task.bisect_id, sha = %task::short(&task.sha));
         let _enter = span.enter();
+        if let Err(why) = task::validate_assignment(&task) {
+            tracing::error!(why, "refusing a task the server handed over");
+            let msg = CompleteTask {
+                outcome: TaskOutcome::Error,
+                message: Some(format!("the worker refused the task: {why}")),
+                log_tail: None,
+                failed_sha: None,
+            };
+            if let Err(e) = retry("complete", || ctx.client.complete(task.task_id, &msg)).await {
+                tracing::warn!(error = %e, "could not report the refusal; the lease will expire");
+            }
+            done += 1;
+            continue;
+        }
         let host_down = handle(&mut ctx, &task, heartbeat, shutdown_rx.clone()).await;
         done += 1;
         if host_down {

@@ -41,6 +41,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// Every body sent is scrubbed of the tokens this worker knows, and of NUL characters.
+    scrubber: crate::sanitize::Scrubber,
 }
 
 impl Client {
@@ -60,12 +62,19 @@ impl Client {
                 .map_err(crate::tls::TlsError::Client)?,
             base: base.trim_end_matches('/').to_string(),
             token: String::new(),
+            scrubber: Default::default(),
         })
     }
 
     pub fn with_token(mut self, token: &str) -> Self {
+        self.scrubber.add(token);
         self.token = token.to_string();
         self
+    }
+
+    /// The secrets this client (and its clones) scrub from what they send.
+    pub fn scrubber(&self) -> &crate::sanitize::Scrubber {
+        &self.scrubber
     }
 
     async fn post<B: Serialize, R: DeserializeOwned>(
@@ -74,11 +83,13 @@ impl Client {
         body: &B,
         timeout: Duration,
     ) -> Result<Option<R>, ClientError> {
+        let body = serde_json::to_value(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let body = self.scrubber.json(body);
         let resp = self
             .http
             .post(format!("{}{path}", self.base))
             .bearer_auth(&self.token)
-            .json(body)
+            .json(&body)
             .timeout(timeout)
             .send()
             .await

@@ -22,9 +22,18 @@ pub struct WorkerConfig {
     /// lab-local mirror rewrites).
     #[command(flatten)]
     pub git: perfbisect_gitfetch::GitAuth,
-    /// Enrollment token (the server's `enroll-token`).
-    #[arg(long, env = "PERFBISECT_ENROLL_TOKEN")]
-    pub enroll_token: String,
+    /// Enrollment token (the server's `enroll-token`). Prefer the environment or
+    /// `--enroll-token-file`: a flag shows in `ps`.
+    #[arg(long, env = "PERFBISECT_ENROLL_TOKEN", hide_env_values = true)]
+    pub enroll_token: Option<String>,
+    /// A file holding the enrollment token.
+    #[arg(long, env = "PERFBISECT_ENROLL_TOKEN_FILE")]
+    pub enroll_token_file: Option<PathBuf>,
+    /// More variables of the worker's environment that job commands may see (comma
+    /// separated). Jobs otherwise get only PATH, HOME, locale and the like, and the
+    /// worker's PERFBISECT_* settings that are not secrets.
+    #[arg(long, env = "PERFBISECT_PASS_ENV", value_delimiter = ',')]
+    pub pass_env: Vec<String>,
     /// This host's name (unique among workers).
     #[arg(long, env = "PERFBISECT_WORKER_NAME")]
     pub name: Option<String>,
@@ -123,6 +132,21 @@ pub struct SshConfig {
 }
 
 impl WorkerConfig {
+    /// The enrollment token, from the environment, the flag or the file.
+    pub fn enroll_token(&self) -> anyhow::Result<String> {
+        if let Some(t) = &self.enroll_token {
+            return Ok(t.trim().to_string());
+        }
+        if let Some(path) = &self.enroll_token_file {
+            let t = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+            return Ok(t.trim().to_string());
+        }
+        anyhow::bail!(
+            "no enrollment token: set PERFBISECT_ENROLL_TOKEN or --enroll-token-file (the server's enroll-token file)"
+        )
+    }
+
     pub fn name(&self) -> String {
         self.name.clone().unwrap_or_else(|| {
             nix::unistd::gethostname()

@@ -56,6 +56,14 @@ pub fn describe(ending: &Ending) -> String {
     }
 }
 
+/// A command for `program` whose environment is only what `sanitize::child_env` allows:
+/// the worker's own (tokens included) never reaches a job. Every child starts here.
+pub fn new_command(program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.env_clear().envs(crate::sanitize::child_env());
+    cmd
+}
+
 /// Runs `command` with `sh -c` in `dir`, with extra environment, until it ends, times out,
 /// or `cancel` turns true.
 pub async fn shell(
@@ -65,7 +73,7 @@ pub async fn shell(
     timeout: Duration,
     cancel: &mut watch::Receiver<bool>,
 ) -> std::io::Result<Output> {
-    let mut cmd = tokio::process::Command::new("sh");
+    let mut cmd = new_command("sh");
     cmd.arg("-c")
         .arg(command)
         .current_dir(dir)

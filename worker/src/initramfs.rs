@@ -99,9 +99,10 @@ impl<W: Write> CpioWriter<W> {
     }
 }
 
-/// The release (`uname -r`) of a bzImage-style kernel image, from its boot header: the
-/// `kernel_version` field points at "6.1.0-57-amd64 (builder@host) #1 SMP ...".
-pub fn image_release(image: &Path) -> Option<String> {
+/// The `kernel_version` string of a bzImage-style kernel image's boot header:
+/// "6.1.0-57-amd64 (builder@host) #1 SMP PREEMPT_DYNAMIC ...", the release, who built it
+/// where, and `uname -v`.
+fn header_string(image: &Path) -> Option<String> {
     let mut head = vec![0u8; 0x8000];
     let n = {
         use std::io::Read;
@@ -124,20 +125,41 @@ pub fn image_release(image: &Path) -> Option<String> {
         return None;
     }
     let text = head.get(0x200 + offset..)?;
-    let end = text.iter().position(|&b| b == 0 || b == b' ')?;
-    let release = std::str::from_utf8(&text[..end]).ok()?;
+    let end = text.iter().position(|&b| b == 0)?;
+    std::str::from_utf8(&text[..end]).ok().map(str::to_string)
+}
+
+/// The release (`uname -r`) of a bzImage-style kernel image, from its boot header.
+pub fn image_release(image: &Path) -> Option<String> {
+    let text = header_string(image)?;
+    let release = text.split(' ').next()?;
     (!release.is_empty()).then(|| release.to_string())
+}
+
+/// The version (`uname -v`: "#1 SMP PREEMPT_DYNAMIC Mon Nov 30 23:01:02 UTC 2026") of a
+/// bzImage-style kernel image: its build number and time, which tell two builds of one
+/// release apart.
+pub fn image_version(image: &Path) -> Option<String> {
+    let text = header_string(image)?;
+    let at = text.find(") #")?;
+    Some(text[at + 2..].trim().to_string()).filter(|v| !v.is_empty())
 }
 
 /// A file that looks enough like a bzImage for [`image_release`]: tests and fakes.
 #[doc(hidden)]
 pub fn fake_image(release: &str) -> Vec<u8> {
+    fake_image_with_version(release, "#1")
+}
+
+/// A fake image whose header also names a version (`uname -v`).
+#[doc(hidden)]
+pub fn fake_image_with_version(release: &str, version: &str) -> Vec<u8> {
     let mut img = vec![0u8; 0x400];
     img[0x202..0x206].copy_from_slice(b"HdrS");
     let offset: u16 = 0x100;
     img[0x20e..0x210].copy_from_slice(&offset.to_le_bytes());
     let at = 0x200 + offset as usize;
-    let text = format!("{release} (perfbisect@test) #1\0");
+    let text = format!("{release} (perfbisect@test) {version}\0");
     img[at..at + text.len()].copy_from_slice(text.as_bytes());
     img
 }
@@ -193,6 +215,16 @@ mod tests {
         let img = tmp.path().join("bzImage");
         std::fs::write(&img, fake_image("6.1.0-57-amd64")).unwrap();
         assert_eq!(image_release(&img).as_deref(), Some("6.1.0-57-amd64"));
+        std::fs::write(
+            &img,
+            fake_image_with_version("6.1.0-pb1", "#2 SMP PREEMPT_DYNAMIC Mon Nov 30 2026"),
+        )
+        .unwrap();
+        assert_eq!(image_release(&img).as_deref(), Some("6.1.0-pb1"));
+        assert_eq!(
+            image_version(&img).as_deref(),
+            Some("#2 SMP PREEMPT_DYNAMIC Mon Nov 30 2026")
+        );
         std::fs::write(&img, b"not a kernel").unwrap();
         assert_eq!(image_release(&img), None);
     }

@@ -20,6 +20,7 @@ pub mod guest;
 pub mod initramfs;
 pub mod machine;
 pub mod note;
+pub mod sanitize;
 pub mod task;
 pub mod tls;
 

@@ -78,6 +78,51 @@ fn taken_away(e: &ClientError) -> bool {
     matches!(e, ClientError::Refused { status, .. } if status.as_u16() == 409)
 }
 
+/// The first 12 characters of a commit id (all of it when shorter).
+pub fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}
+
+/// Most iterations a task may ask for: more is a server bug, not work to start.
+const MAX_ITERATIONS: u32 = 10_000;
+
+/// Checks what the server handed over before anything runs: the commit ids are full hex
+/// object ids (they name directories and appear in paths), the run count is sane and the
+/// job spec is valid. A task that fails here is reported as an error, never a panic.
+pub fn validate_assignment(task: &TaskAssignment) -> Result<(), String> {
+    let full_hex =
+        |s: &str| (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !full_hex(&task.sha) {
+        return Err(format!(
+            "the task's commit `{}` is not a full object id",
+            task.sha.escape_debug()
+        ));
+    }
+    if let Some(p) = &task.pair_sha
+        && !full_hex(p)
+    {
+        return Err(format!(
+            "the task's paired commit `{}` is not a full object id",
+            p.escape_debug()
+        ));
+    }
+    if task.runs == 0 || task.runs > MAX_ITERATIONS {
+        return Err(format!(
+            "the task asks for {} runs (1..={MAX_ITERATIONS})",
+            task.runs
+        ));
+    }
+    task.job
+        .validate()
+        .map_err(|e| format!("the task's job spec is not valid: {e}"))
+}
+
+/// A 4xx other than 409: the server refuses this payload, and would refuse it again.
+fn refused_payload(e: &ClientError) -> bool {
+    matches!(e, ClientError::Refused { status, .. }
+        if status.is_client_error() && status.as_u16() != 409 && status.as_u16() != 401)
+}
+
 /// Turns `cancel` (the server's) and `shutdown` into one abort signal: the server's cancel,
 /// an immediate shutdown, or any shutdown while a build runs.
 fn abort_signal(
@@ -146,7 +191,7 @@ async fn work_inner(
     let mut entries = Vec::new();
     for sha in &commits {
         w.note
-            .write(&note(format!("build of {}", &sha[..12]), sha))?;
+            .write(&note(format!("build of {}", short(sha)), sha))?;
         let Attempt { built, log, secs } = w
             .builder
             .build(task, sha, &env_for(task, sha, None), abort)
@@ -200,7 +245,7 @@ async fn work_inner(
         let side = (iteration % sides) as usize;
         let (sha, entry) = (&commits[side], &entries[side]);
         w.note.write(&note(
-            format!("run {} of {total} ({})", iteration + 1, &sha[..12]),
+            format!("run {} of {total} ({})", iteration + 1, short(sha)),
             sha,
         ))?;
         let req = RunRequest {
@@ -216,6 +261,7 @@ async fn work_inner(
             end,
             mut log,
             environment,
+            ..
         } = outcome;
         let (completed, metrics) = match end {
             RunEnd::Cancelled => return Ok(stopped("stopped during a run")),
@@ -265,7 +311,26 @@ async fn work_inner(
             finished_at,
             environment,
         };
-        match retry("upload run", || w.client.upload_run(task.task_id, &upload)).await {
+        let mut result = retry("upload run", || w.client.upload_run(task.task_id, &upload)).await;
+        if let Err(e) = &result
+            && refused_payload(e)
+        {
+            // The server will never take this run as it is: store it as a run that did not
+            // complete, with the reason, instead of retrying it or losing the task.
+            tracing::warn!(error = %e, iteration, "the server refused the run; storing it as incomplete");
+            let failed = RunUpload {
+                completed: false,
+                metrics: Default::default(),
+                log: format!(
+                    "{}\nperfbisect: the server refused this run's upload: {e}\n",
+                    tail_bytes(&upload.log, 64 << 10)
+                ),
+                environment: Default::default(),
+                ..upload.clone()
+            };
+            result = retry("upload run", || w.client.upload_run(task.task_id, &failed)).await;
+        }
+        match result {
             Ok(()) => {}
             Err(e) if taken_away(&e) => {
                 tracing::warn!(error = %e, "task taken away; stopping it");

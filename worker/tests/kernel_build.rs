@@ -15,7 +15,7 @@ mod common;
 
 use perfbisect_worker::build::kernel;
 use perfbisect_worker::config::QemuConfig;
-use perfbisect_worker::deploy::{RunEnd, RunRequest, qemu};
+use perfbisect_worker::deploy::{RunEnd, RunRequest, VmEnd, qemu};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tokio::sync::watch;
@@ -65,6 +65,9 @@ build:
     - CONFIG_PROC_FS=y
     - CONFIG_SYSFS=y
     - CONFIG_DEVTMPFS=y
+    - CONFIG_PCI=y
+    - CONFIG_ACPI=y
+    - CONFIG_DEVPORT=y
 deploy: {kind: qemu, initrd: [rootfs.cpio], memory_mb: 256}
 run: {command: 'echo \"answer: 42\"', format: key_value}
 timeouts: {build_secs: 3600, boot_secs: 300, run_secs: 120}
@@ -75,9 +78,20 @@ async fn build(job: &perfbisect_wire::JobSpec, kconfig: &str, src: &Path, obj: &
     let jobs = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    let output = kernel::build_tree(job, kconfig, src, obj, out, jobs, None, &[], &mut cancel)
-        .await
-        .unwrap();
+    let output = kernel::build_tree(
+        job,
+        "0123456789abcdef",
+        kconfig,
+        src,
+        obj,
+        out,
+        jobs,
+        None,
+        &[],
+        &mut cancel,
+    )
+    .await
+    .unwrap();
     assert!(
         output.success(),
         "{}",
@@ -108,6 +122,8 @@ async fn the_kernel_recipe_builds_a_real_tree_that_boots_and_runs_the_job() {
     build(&job, &kconfig, &src, &obj, &out).await;
     let release = std::fs::read_to_string(out.join("kernel.release")).unwrap();
     assert!(release.starts_with("6.1"), "{release}");
+    // The release carries the commit.
+    assert!(release.trim().ends_with("-pb0123456789ab"), "{release}");
     let config = std::fs::read_to_string(out.join("config")).unwrap();
     // The job's pinned options survived olddefconfig.
     assert!(
@@ -145,6 +161,12 @@ async fn the_kernel_recipe_builds_a_real_tree_that_boots_and_runs_the_job() {
         panic!("{:?}\n{}", run.end, run.log)
     };
     assert_eq!(results.as_deref(), Some("answer: 42\n"), "{}", run.log);
+    // The VM was stopped when its results arrived: a tiny config without ACPI only halts.
+    assert_eq!(run.vm_end, Some(VmEnd::ResultsMarker), "{}", run.log);
+    assert_eq!(
+        run.environment.kernel_version,
+        perfbisect_worker::initramfs::image_version(&out.join("vmlinuz"))
+    );
     assert_eq!(
         run.environment.kernel_release.as_deref(),
         Some(release.trim())
@@ -160,5 +182,10 @@ async fn the_kernel_recipe_builds_a_real_tree_that_boots_and_runs_the_job() {
     let out2 = tmp.path().join("out2");
     build(&changed, &kconfig, &src, &obj, &out2).await;
     let release2 = std::fs::read_to_string(out2.join("kernel.release")).unwrap();
-    assert_eq!(release2.trim(), format!("{}-pb", release.trim()));
+    assert_eq!(
+        release2.trim(),
+        release
+            .trim()
+            .replace("-pb0123456789ab", "-pb-pb0123456789ab")
+    );
 }

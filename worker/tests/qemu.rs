@@ -6,7 +6,7 @@
 mod common;
 
 use perfbisect_worker::config::QemuConfig;
-use perfbisect_worker::deploy::{RunEnd, RunRequest, qemu};
+use perfbisect_worker::deploy::{RunEnd, RunRequest, VmEnd, qemu};
 use perfbisect_worker::exec::Ending;
 use tokio::sync::watch;
 
@@ -17,7 +17,7 @@ fn qemu_config() -> QemuConfig {
     }
 }
 
-const JOB: &str = "testcase: vmbench\ntbox_group: vm\nparams: {size: 7}\nbuild: {command: 'true'}\ndeploy: {kind: qemu, kernel: vmlinuz, initrd: [rootfs.cpio], memory_mb: 256, cmdline: perfbisect.test=1}\nrun: {command: 'echo \"score: $((PERFBISECT_PARAM_SIZE * 6))\"; echo \"run: $PERFBISECT_RUN\"', format: key_value}\ntimeouts: {boot_secs: 120, run_secs: 60}\n";
+const JOB: &str = "testcase: vmbench\ntbox_group: vm\nparams: {size: 7}\nbuild: {command: 'true'}\ndeploy: {kind: qemu, kernel: vmlinuz, initrd: [rootfs.cpio], memory_mb: 256, cmdline: perfbisect.test=1}\nrun: {command: 'echo \"score: $((PERFBISECT_PARAM_SIZE * 6))\"; echo \"run: $PERFBISECT_RUN\"', format: key_value}\ntimeouts: {boot_secs: 120, run_secs: 3600}\n";
 
 async fn boot(
     job_yaml: &str,
@@ -78,12 +78,21 @@ async fn boots_the_kernel_runs_the_job_and_reads_results_and_environment() {
         "{cmdline}"
     );
     assert_eq!(env.boot_method.as_deref(), Some("qemu"));
-    // The console is the run's log.
-    assert!(
-        out.log.contains("Power down") || out.log.contains("reboot"),
-        "{}",
-        out.log
+    // The build's identity: the version string in the image's header is what the guest runs.
+    assert_eq!(
+        env.kernel_version,
+        perfbisect_worker::initramfs::image_version(&common::debian_kernel())
     );
+    // The test machine is the VM, seen from inside: 1 vCPU and at most its 256 MiB.
+    let machine = env.machine.as_ref().expect("the guest's machine");
+    assert_eq!(machine.threads, Some(1), "{machine:?}");
+    let mem = machine.memory_bytes.unwrap();
+    assert!(mem <= 256 << 20 && mem > 128 << 20, "{mem}");
+    assert!(env.host.as_deref().unwrap().ends_with("-vm"), "{env:?}");
+    // The run ended when the results' end marker arrived (run_secs is 3600: never waited).
+    assert_eq!(out.vm_end, Some(VmEnd::ResultsMarker), "{}", out.log);
+    // The console is the run's log.
+    assert!(out.log.contains("results received"), "{}", out.log);
 }
 
 #[tokio::test]
@@ -102,6 +111,7 @@ async fn a_results_file_is_read_instead_of_stdout() {
         "{}",
         out.log
     );
+    assert_eq!(out.vm_end, Some(VmEnd::ResultsMarker));
 }
 
 #[tokio::test]
@@ -115,6 +125,7 @@ async fn a_kernel_that_never_starts_the_job_hits_the_boot_timeout() {
         panic!("{:?}", out.end)
     };
     assert!(reason.contains("within 20 s"), "{reason}");
+    assert_eq!(out.vm_end, Some(VmEnd::TimedOut));
 }
 
 #[tokio::test]
@@ -130,6 +141,7 @@ async fn another_kernel_than_the_built_one_is_a_boot_failure() {
         reason.contains("not the built 9.9.9-perfbisect"),
         "{reason}"
     );
+    assert_eq!(out.vm_end, Some(VmEnd::ResultsMarker));
 }
 
 #[tokio::test]
@@ -152,6 +164,12 @@ async fn a_kernel_crash_mid_run_is_an_incomplete_run() {
         "{}",
         out.log
     );
+    // panic=-1 reboots, and -no-reboot turns that into qemu's own exit.
+    assert!(
+        matches!(out.vm_end, Some(VmEnd::GuestExited(_))),
+        "{:?}",
+        out.vm_end
+    );
 }
 
 #[tokio::test]
@@ -161,13 +179,14 @@ async fn a_run_past_its_timeout_is_stopped() {
             "run: {command: 'echo \"score: $((PERFBISECT_PARAM_SIZE * 6))\"; echo \"run: $PERFBISECT_RUN\"', format: key_value}",
             "run: {command: 'sleep 600', format: key_value}",
         )
-        .replace("run_secs: 60", "run_secs: 3");
+        .replace("run_secs: 3600", "run_secs: 3");
     let out = boot(&yaml, |_| {}).await;
     let RunEnd::Ran { ending, results } = &out.end else {
         panic!("{:?}\n{}", out.end, out.log)
     };
     assert!(matches!(ending, Ending::TimedOut), "{ending:?}");
     assert!(results.is_none());
+    assert_eq!(out.vm_end, Some(VmEnd::TimedOut));
 }
 
 #[tokio::test]

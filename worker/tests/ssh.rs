@@ -129,13 +129,22 @@ fn running_release() -> String {
         .into_owned()
 }
 
-/// A build holding a kernel image whose boot header names `release`.
+fn running_version() -> String {
+    nix::sys::utsname::uname()
+        .unwrap()
+        .version()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A build holding a kernel image whose boot header names `release` and, as its build,
+/// the version of the kernel this machine runs (the "host" of these tests).
 fn artifacts(dir: &Path, release: &str) -> PathBuf {
     let a = dir.join(format!("artifacts-{release}"));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::write(
         a.join("bzImage"),
-        perfbisect_worker::initramfs::fake_image(release),
+        perfbisect_worker::initramfs::fake_image_with_version(release, &running_version()),
     )
     .unwrap();
     a
@@ -230,6 +239,30 @@ async fn a_host_back_on_another_kernel_did_not_boot_the_commit() {
         reason.contains("not the built 9.9.9-perfbisect"),
         "{reason}"
     );
+}
+
+#[tokio::test]
+async fn another_build_of_the_same_release_did_not_boot() {
+    // Same release, another build (version): the host is not running what was built.
+    let sshd = Sshd::start();
+    let mut host = SshHost::new(&sshd.config()).unwrap();
+    let a = sshd.path().join("other-build");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::write(
+        a.join("bzImage"),
+        perfbisect_worker::initramfs::fake_image_with_version(
+            &running_release(),
+            "#999 SMP Thu Jan  1 00:00:00 UTC 1970",
+        ),
+    )
+    .unwrap();
+    let out = run(&mut host, JOB, &a, "c1", &sshd.path().join("s"))
+        .await
+        .unwrap();
+    let RunEnd::BootFailed(reason) = &out.end else {
+        panic!("{:?}", out.end)
+    };
+    assert!(reason.contains("another build of the kernel"), "{reason}");
 }
 
 #[tokio::test]

@@ -32,6 +32,15 @@ pub fn worker(lab: &Lab, name: &str, group: &str, args: &[&str], env: &[(&str, &
     for (k, v) in env {
         cmd.env(k, v);
     }
+    // Jobs see only an allow-list of the worker's environment: pass the test's own variables.
+    let pass: Vec<&str> = env
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !k.starts_with("PERFBISECT_") && !k.starts_with("RUST_"))
+        .collect();
+    if !pass.is_empty() {
+        cmd.env("PERFBISECT_PASS_ENV", pass.join(","));
+    }
     Process::spawn(name, cmd, &lab.path().join(format!("{name}.log"))).unwrap()
 }
 

@@ -23,10 +23,10 @@
 //! once a commit holds the target probability), then `Found`.
 
 use crate::decide::{
-    Assessment, Decision, Direction, Outcome, Phase, Point, Request, Settings, Verdict,
+    Assessment, ChangePoint, Decision, Direction, Explained, Findings, Outcome, Phase, Point,
+    Prediction, Request, Settings, Verdict,
 };
 use crate::{CandidateGraph, Evidence};
-use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -46,8 +46,28 @@ const RUNS_Z: f64 = 1.0;
 const VERIFY_CHUNK: f64 = 0.15;
 /// Verification starts at probability 1 − this × (1 − confidence) (0.9 for 0.99).
 const VERIFY_START: f64 = 10.0;
-/// One-sided level of the paired test that verifies the culprit against its parent.
+/// Error bound of the anytime-valid verification: a commit that did not move the metric
+/// passes with probability at most this, however often the test is looked at.
 const VERIFY_ALPHA: f64 = 0.1;
+/// Scale of the normal prior on the standardised effect in the verification's e-value.
+const VERIFY_TAU: f64 = 1.0;
+/// Verification gives up after this many times the expected pairs.
+const VERIFY_MAX_FACTOR: usize = 8;
+/// An endpoint holds enough samples once its level is known to 1/this of the change... in
+/// noise units: n ≥ (this / d)².
+const ENDPOINT_DECIDED: f64 = 10.0;
+/// Prior probability of "no further change" on either side of a found change point.
+const SIDE_NO_CHANGE_PRIOR: f64 = 0.5;
+/// A side whose "no change" falls to this holds another change (the one-step model misfits).
+const MISFIT: f64 = 0.02;
+/// A side whose "no change" is at least this is taken as clean; between, it is measured more.
+const SIDE_CLEAR: f64 = 0.5;
+/// The side check measures a side's ends up to (this / d)² samples each.
+const SIDE_ENDS: f64 = 6.0;
+/// The engine's measured overhead over the information bound, for predictions.
+const PREDICT_OVERHEAD: f64 = 2.5;
+/// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
+const DIRECTION_T: f64 = 3.0;
 
 /// The engine's belief after the evidence.
 #[derive(Debug, Clone)]
@@ -347,6 +367,7 @@ pub(crate) fn belief(
     ev: &Evidence,
     settings: &Settings,
     allowed: &[bool],
+    no_change_prior: f64,
 ) -> Belief {
     let n = graph.len();
     // Points with samples: the good endpoint first, then measured candidates.
@@ -489,7 +510,6 @@ pub(crate) fn belief(
         .collect();
 
     let allowed_count = allowed.iter().filter(|&&a| a).count().max(1) as f64;
-    let no_change_prior = NO_CHANGE_PRIOR;
     let log_prior = ((1.0 - no_change_prior) / allowed_count).ln();
     // Every allowed commit with the same signature has the same posterior: work per signature.
     let mut allowed_per_sig = vec![0usize; log_ml.len()];
@@ -524,8 +544,11 @@ pub(crate) fn belief(
         .unwrap_or(graph.bad());
     let (g, b) = sig_stats[sig_of[map] as usize];
     let (change, noise) = if g.n > 0.0 && b.n > 0.0 {
-        let change = b.us / b.n - g.us / g.n;
-        let noise = ((g.uss() + b.uss()) / (count - 2.0).max(1.0)).sqrt();
+        // Samples are relative to the median of all samples; the change and noise shown are
+        // relative to the good level: (bad − good) / good.
+        let good_level = (1.0 + g.us / g.n).abs().max(1e-12);
+        let change = (b.us / b.n - g.us / g.n) / good_level;
+        let noise = ((g.uss() + b.uss()) / (count - 2.0).max(1.0)).sqrt() / good_level;
         (change, noise)
     } else {
         (0.0, (total.uss() / (count - 1.0).max(1.0)).sqrt())
@@ -632,8 +655,8 @@ fn assess(graph: &CandidateGraph, ev: &Evidence, b: &Belief, conf: f64) -> Vec<A
     out
 }
 
-/// Pairs needed to verify a change of `d` noise units with a one-sided paired test at 5%
-/// and 80% power (the differences have twice the variance of one run).
+/// Pairs a verification is expected to need for a change of `d` noise units (a step of the
+/// e-value test, for sizing requests; the test itself may stop at any time).
 fn verify_pairs(b: &Belief) -> usize {
     let d = if b.noise > 0.0 {
         (b.change / b.noise).abs()
@@ -644,8 +667,16 @@ fn verify_pairs(b: &Belief) -> usize {
     need.clamp(3.0, 60.0) as usize
 }
 
-/// One-sided paired t-test p-value that `point − pair_with` moved in the direction of `sign`.
-fn paired_p(pairs: &[(f64, f64)], sign: f64) -> f64 {
+/// Anytime-valid e-value that `point − pair_with` moved in the direction of `sign`.
+///
+/// The Bayes factor of the one-sample t-test with a normal prior (scale [`VERIFY_TAU`]) on
+/// the standardised mean of the differences and the right-Haar prior 1/σ on their scale.
+/// Because that prior is the scale group's right-Haar measure, the factor is a test
+/// martingale under "no difference" whatever σ is (Lai 1976; Grünwald, de Heide and Koolen,
+/// "Safe Testing", 2024), so it may be checked after every couple: the chance that it ever
+/// reaches 1/α when the commit did not move the metric is at most α. Only a mean in the
+/// direction of `sign` counts, which keeps the bound (it is a subset of the same event).
+pub(crate) fn paired_e(pairs: &[(f64, f64)], sign: f64, noise: Option<f64>) -> f64 {
     let d: Vec<f64> = pairs
         .iter()
         .map(|(a, b)| sign * (a - b))
@@ -655,13 +686,34 @@ fn paired_p(pairs: &[(f64, f64)], sign: f64) -> f64 {
     if n < 2 {
         return 1.0;
     }
-    let mean = d.iter().sum::<f64>() / n as f64;
-    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    if var <= 0.0 {
-        return if mean > 0.0 { 0.0 } else { 1.0 };
+    let nf = n as f64;
+    let mean = d.iter().sum::<f64>() / nf;
+    if mean <= 0.0 {
+        return 0.0;
     }
-    let t = mean / (var / n as f64).sqrt();
-    StudentsT::new(0.0, 1.0, (n - 1) as f64).map_or(1.0, |dist| dist.sf(t))
+    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (nf - 1.0);
+    let scale = d.iter().map(|x| x.abs()).fold(0.0, f64::max).max(1e-300);
+    if var <= 1e-24 * scale * scale {
+        // Identical differences (a deterministic metric): unbounded evidence.
+        return f64::INFINITY;
+    }
+    let t2 = mean * mean / (var / nf);
+    let nu = nf - 1.0;
+    let g = nf * VERIFY_TAU * VERIFY_TAU;
+    let log_bf = -0.5 * (1.0 + g).ln()
+        + (nu + 1.0) / 2.0 * ((1.0 + t2 / nu).ln() - (1.0 + t2 / (nu * (1.0 + g))).ln());
+    let e_t = log_bf.exp();
+    // With the noise of one run known from the rest of the bisect (σ), the mixture SPRT of
+    // a normal mean (Robbins; Johari, Pekelis and Walsh) is far sharper on a few couples. The
+    // average of two e-values is an e-value, so the bound holds for the mix (the z half is
+    // exact only as far as σ is: it comes from every run of the bisect).
+    let Some(sigma) = noise.filter(|s| *s > 0.0 && s.is_finite()) else {
+        return e_t;
+    };
+    let sd = sigma * std::f64::consts::SQRT_2;
+    let s2 = (nf * mean / sd).powi(2);
+    let log_z = -0.5 * (1.0 + g).ln() + s2 * VERIFY_TAU * VERIFY_TAU / (2.0 * (1.0 + g));
+    (e_t + log_z.min(700.0).exp()) / 2.0
 }
 
 fn cap(mut requests: Vec<Request>, mut budget: u32) -> Vec<Request> {
@@ -674,22 +726,395 @@ fn cap(mut requests: Vec<Request>, mut budget: u32) -> Vec<Request> {
     requests
 }
 
-pub(crate) fn decide(
+/// Commits that descend from `k` (k included).
+fn descendants(graph: &CandidateGraph, k: usize) -> Vec<bool> {
+    let n = graph.len();
+    let mut m = vec![false; n];
+    if k < n {
+        m[k] = true;
+        for c in k + 1..n {
+            m[c] = graph.parents(c).iter().any(|&p| m[p]);
+        }
+    }
+    m
+}
+
+/// One side of a change point, searched as a range of its own.
+struct Side {
+    /// Commits that may be this side's culprit.
+    allowed: Vec<bool>,
+    /// The evidence seen from inside the side (its lower end as `Point::Good`).
+    ev: Evidence,
+    /// The lower end, in the full range's terms.
+    low: Point,
+    belief: Belief,
+    /// Measured points inside the side (its lower end included).
+    measured: usize,
+}
+
+/// The range below `k` (commits that do not descend from it, the good endpoint as its lower
+/// end) or above it (descendants of k, k itself as the lower end).
+fn side(
     graph: &CandidateGraph,
     ev: &Evidence,
     settings: &Settings,
-) -> (Decision, Vec<Assessment>) {
+    desc: &[bool],
+    k: usize,
+    above: bool,
+    first_parent: &[bool],
+) -> Side {
     let n = graph.len();
+    let low = if above {
+        Point::Candidate(k)
+    } else {
+        Point::Good
+    };
+    let inside = |p: Point| match p {
+        Point::Good => !above,
+        Point::Candidate(c) => c < n && (if above { desc[c] } else { !desc[c] }),
+    };
+    let map = |p: Point| if p == low { Point::Good } else { p };
+    let mut sub = Evidence {
+        costs: ev.costs,
+        untestable: ev.untestable.clone(),
+        ..Evidence::default()
+    };
+    for (&p, s) in &ev.samples {
+        if inside(p) {
+            sub.samples.insert(map(p), s.clone());
+        }
+    }
+    for (&p, &k) in &ev.pending {
+        if inside(p) {
+            sub.pending.insert(map(p), k);
+        }
+    }
+    for (&p, &k) in &ev.failed {
+        if inside(p) {
+            sub.failed.insert(map(p), k);
+        }
+    }
+    for (&(a, b), v) in &ev.pairs {
+        if inside(a) && inside(b) {
+            sub.pairs.insert((map(a), map(b)), v.clone());
+        }
+    }
+    for &p in &ev.built {
+        if inside(p) {
+            sub.built.insert(map(p));
+        }
+    }
+    let allowed: Vec<bool> = (0..n)
+        .map(|c| first_parent[c] && (if above { desc[c] && c != k } else { !desc[c] }))
+        .collect();
+    // Another change may go either way, whatever the user said about the first.
+    let neutral = Settings {
+        direction: None,
+        magnitude: None,
+        ..settings.clone()
+    };
+    let measured = sub.samples.len();
+    let belief = belief(graph, &sub, &neutral, &allowed, SIDE_NO_CHANGE_PRIOR);
+    Side {
+        allowed,
+        ev: sub,
+        low,
+        belief,
+        measured,
+    }
+}
+
+/// Capacity in bits of one run for a step of `d` noise units (a binary-input Gaussian
+/// channel with inputs ±d/2), by numerical integration.
+fn capacity(d: f64) -> f64 {
+    if !d.is_finite() || d > 12.0 {
+        return 1.0;
+    }
+    let a = d / 2.0;
+    let steps = 400;
+    let (lo, hi) = (-a - 8.0, a + 8.0);
+    let h = (hi - lo) / steps as f64;
+    let mut acc = 0.0;
+    for i in 0..=steps {
+        let y = lo + i as f64 * h;
+        let p = (-(y - a).powi(2) / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt();
+        // log2(2 / (1 + exp(-2 a y)))
+        let l = std::f64::consts::LN_2 - (1.0 + (-2.0 * a * y).exp()).ln();
+        let w = if i == 0 || i == steps { 0.5 } else { 1.0 };
+        acc += w * p * l / std::f64::consts::LN_2;
+    }
+    (acc * h).clamp(1e-6, 1.0)
+}
+
+/// Runs and builds still needed for the target, from the remaining entropy of the culprit
+/// distribution, the information a run carries at the measured step and noise, and the
+/// engine's measured overhead over that bound (about 2.5×), plus the verification.
+fn predict(b: &Belief, costs: crate::Costs, conf: f64) -> Prediction {
+    let d = if b.noise > 0.0 {
+        (b.change / b.noise).abs()
+    } else {
+        12.0
+    };
+    let mass = (1.0 - b.no_change).max(1e-12);
+    let q: Vec<f64> = b.ranked.iter().map(|&(_, p)| p / mass).collect();
+    let rest = (1.0 - q.iter().sum::<f64>()).max(0.0);
+    let spread = (b.p.len().saturating_sub(q.len())).max(1) as f64;
+    // Bits still to learn: the entropy of the culprit distribution, none once one commit
+    // holds the target.
+    let entropy: f64 = q
+        .iter()
+        .filter(|&&x| x > 0.0)
+        .map(|&x| -x * x.log2())
+        .sum::<f64>()
+        + if rest > 1e-12 {
+            -rest * rest.log2() + rest * spread.log2()
+        } else {
+            0.0
+        };
+    let left = if q.first().is_some_and(|&x| x * mass >= conf) {
+        0.0
+    } else {
+        entropy.max(0.0)
+    };
+    let search = (PREDICT_OVERHEAD * left / capacity(d)).ceil();
+    let verify = 2.0 * verify_pairs(b) as f64;
+    let runs = (search + verify).max(0.0) as u32;
+    let builds = left.ceil() as u32;
+    let machine_secs = (costs.build_secs > 0.0 && costs.run_secs > 0.0)
+        .then_some(runs as f64 * costs.run_secs + builds as f64 * costs.build_secs);
+    Prediction {
+        runs,
+        builds,
+        machine_secs,
+    }
+}
+
+/// The change point a belief pins down (its culprit when one commit holds `conf`).
+fn change_point(
+    graph: &CandidateGraph,
+    ev: &Evidence,
+    b: &Belief,
+    conf: f64,
+    verified: bool,
+) -> ChangePoint {
+    let set = smallest_set(&b.ranked, conf, 20);
+    let top = set.first().copied();
+    let settled = verified && top.is_some_and(|(_, p)| p >= conf);
+    let change = top.map_or(b.change, |(k, _)| {
+        local_change(graph, ev, k).unwrap_or(b.change)
+    });
+    ChangePoint {
+        culprit: settled.then(|| top.map(|t| t.0)).flatten(),
+        probability: if settled {
+            top.map_or(0.0, |t| t.1)
+        } else {
+            set.iter().map(|t| t.1).sum()
+        },
+        candidates: set,
+        change,
+    }
+}
+
+/// The good level in the metric's units (1 when unknown), to turn relative noise back.
+fn level_of_good(ev: &Evidence) -> f64 {
+    mean(ev.at(Point::Good)).map_or(1.0, f64::abs)
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// (level of k − level of its parent) / good level, from the samples at hand.
+fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> {
+    let parent = graph
+        .first_parent(k)
+        .filter(|p| !ev.at(Point::Candidate(*p)).is_empty())
+        .map_or(Point::Good, Point::Candidate);
+    let good = mean(ev.at(Point::Good))?;
+    let above = mean(ev.at(Point::Candidate(k)))?;
+    let below = mean(ev.at(parent))?;
+    (good != 0.0).then(|| (above - below) / good.abs())
+}
+
+/// Quantile proposals over a belief's culprit mass: `slots` commits at i/(slots+1), pending
+/// measurements covering their quantile, preferring built commits when a build is dear.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site per search; all inputs differ"
+)]
+fn propose(
+    graph: &CandidateGraph,
+    ev: &Evidence,
+    b: &Belief,
+    allowed: &[bool],
+    slots: usize,
+    runs: u32,
+    skip_point: Option<usize>,
+    build_in_runs: f64,
+) -> Vec<Request> {
+    let n = graph.len();
+    let cand_mass = (1.0 - b.no_change).max(1e-300);
+    let f = |c: usize| b.bad[c] / cand_mass;
+    let mut busy: Vec<f64> = Vec::new();
+    for (&p, &k) in &ev.pending {
+        if let Point::Candidate(c) = p
+            && c != graph.bad()
+            && c < n
+        {
+            for _ in 0..k.div_ceil(runs).max(1) {
+                busy.push(f(c));
+            }
+        }
+    }
+    let slots_total = slots + busy.len();
+    let mut targets: Vec<f64> = (1..=slots_total)
+        .map(|i| i as f64 / (slots_total + 1) as f64)
+        .collect();
+    for fb in busy {
+        if let Some(j) = (0..targets.len())
+            .min_by(|&x, &y| (targets[x] - fb).abs().total_cmp(&(targets[y] - fb).abs()))
+        {
+            targets.remove(j);
+        }
+    }
+    let mut blocked = vec![false; n];
+    for &c in &ev.untestable {
+        if c < n {
+            blocked[c] = true;
+        }
+    }
+    for (p, &k) in &ev.pending {
+        if let Point::Candidate(c) = *p
+            && c < n
+            && k > 0
+        {
+            blocked[c] = true;
+        }
+    }
+    // A built commit this close to a target wins over an unbuilt nearer one when a build
+    // costs more than the runs it would take.
+    let built_slack = if build_in_runs > 3.0 * runs as f64 {
+        0.1
+    } else {
+        0.0
+    };
+    let mut best: Vec<Option<(f64, usize)>> = vec![None; targets.len()];
+    if !targets.is_empty() {
+        for (c, &skip) in blocked.iter().enumerate() {
+            if c == graph.bad() || skip || Some(c) == skip_point {
+                continue;
+            }
+            // Outside this range's commits, a point can still split the mass (below range:
+            // any non-descendant), so `allowed` only limits culprits, not points.
+            let _ = allowed;
+            let fc = f(c);
+            let bonus = if ev.is_built(Point::Candidate(c)) {
+                built_slack
+            } else {
+                0.0
+            };
+            let j = targets.partition_point(|&t| t < fc);
+            for j in [j.saturating_sub(1), j.min(targets.len() - 1)] {
+                let dist = ((targets[j] - fc).abs() - bonus).max(0.0);
+                let raw = (targets[j] - fc).abs();
+                if best[j].is_none_or(|(bd, _)| dist < bd) && raw < 0.5 {
+                    best[j] = Some((dist, c));
+                }
+            }
+        }
+    }
+    let mut out: Vec<Request> = Vec::new();
+    for (_, c) in best.into_iter().flatten() {
+        // A point only helps if the culprit mass is on both sides of it.
+        if f(c) > 1e-9
+            && f(c) < 1.0 - 1e-9
+            && out.len() < slots
+            && !out.iter().any(|r| r.point == Point::Candidate(c))
+        {
+            out.push(Request::new(Point::Candidate(c), runs));
+        }
+    }
+    out
+}
+
+/// Runs a request asks for at a new point: enough for (z / d)² noise units of evidence, z
+/// growing with the cost of a build so that a dear build is not wasted on too few runs.
+fn runs_for(d: f64, build_in_runs: f64, rpr: u32) -> u32 {
+    let z = (RUNS_Z * (1.0 + build_in_runs).powf(0.25)).clamp(RUNS_Z, 2.5);
+    ((z / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr.max(1))
+}
+
+pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings) -> Explained {
     let conf = settings.confidence.clamp(0.5, 1.0 - 1e-9);
-    let rpr = settings.runs_per_request.max(1);
-    let idle = settings.idle_hosts.max(1) as usize;
+    let n = graph.len();
     let allowed: Vec<bool> = if settings.first_parent {
         graph.first_parent_chain()
     } else {
         vec![true; n]
     };
-    let b = belief(graph, ev, settings, &allowed);
+    let b = belief(graph, ev, settings, &allowed, NO_CHANGE_PRIOR);
     let assessments = assess(graph, ev, &b, conf);
+    let mut findings = Findings {
+        verification_alpha: VERIFY_ALPHA,
+        ..Findings::default()
+    };
+    let good = ev.at(Point::Good);
+    let bad = ev.at(Point::Candidate(graph.bad()));
+    if let (Some(g), Some(x)) = (mean(good), mean(bad))
+        && g != 0.0
+    {
+        findings.change = Some((x - g) / g.abs());
+        let sd = |v: &[f64], m: f64| {
+            (v.iter().map(|y| (y - m).powi(2)).sum::<f64>() / (v.len().max(2) - 1) as f64).sqrt()
+        };
+        let (sg, sb) = (sd(good, g), sd(bad, x));
+        if good.len() >= 2 && bad.len() >= 2 {
+            findings.noise = Some(((sg * sg + sb * sb) / 2.0).sqrt() / g.abs());
+            let se = (sg * sg / good.len() as f64 + sb * sb / bad.len() as f64).sqrt();
+            let t = if se > 0.0 {
+                (x - g) / se
+            } else if x != g {
+                (x - g).signum() * f64::INFINITY
+            } else {
+                0.0
+            };
+            findings.direction_contradicted = match settings.direction {
+                Some(Direction::Increase) => t < -DIRECTION_T,
+                Some(Direction::Decrease) => t > DIRECTION_T,
+                None => false,
+            };
+        }
+    }
+    let decision = decide_with(graph, ev, settings, &allowed, &b, conf, &mut findings);
+    if findings.changes.is_empty() && b.no_change < 0.5 {
+        findings.changes = vec![change_point(
+            graph,
+            ev,
+            &b,
+            conf,
+            matches!(decision, Decision::Done(Outcome::Found { .. })),
+        )];
+    }
+    Explained {
+        decision,
+        assessments,
+        findings,
+    }
+}
+
+fn decide_with(
+    graph: &CandidateGraph,
+    ev: &Evidence,
+    settings: &Settings,
+    allowed: &[bool],
+    b: &Belief,
+    conf: f64,
+    findings: &mut Findings,
+) -> Decision {
+    let n = graph.len();
+    let rpr = settings.runs_per_request.max(1);
+    let idle = settings.idle_hosts.max(1) as usize;
     let spent = ev.runs_spent();
     let in_flight = ev.runs_pending();
     let budget = settings.max_runs.saturating_sub(spent + in_flight);
@@ -697,61 +1122,68 @@ pub(crate) fn decide(
     let bad_point = Point::Candidate(graph.bad());
     let endpoints = [Point::Good, bad_point];
     let top = |limit| smallest_set(&b.ranked, conf, limit);
-    let done = |o: Outcome| (Decision::Done(o), assessments.clone());
+    let build_in_runs = ev.costs.build_in_runs();
+    let prediction = predict(b, ev.costs, conf);
+    let more = |p: &Prediction| match p.machine_secs {
+        Some(s) => format!(
+            "about {} more runs, {} builds and {:.0} s of machine time would be needed",
+            p.runs, p.builds, s
+        ),
+        None => format!(
+            "about {} more runs and {} builds would be needed",
+            p.runs, p.builds
+        ),
+    };
+    let run_out = |extra: &str| {
+        Decision::Done(Outcome::Inconclusive {
+            reason: format!(
+                "run cap of {} reached{extra}; {}; {}",
+                settings.max_runs,
+                more(&prediction),
+                describe(graph, b)
+            ),
+            candidates: top(20),
+        })
+    };
     let measure = |phase, requests: Vec<Request>, why: String| {
         let requests = cap(requests, budget);
         if requests.is_empty() {
             if in_flight == 0 {
-                let reason = format!(
-                    "run cap of {} reached; {}",
-                    settings.max_runs,
-                    describe(graph, &b)
-                );
-                return (
-                    Decision::Done(Outcome::Inconclusive {
-                        reason,
-                        candidates: top(20),
-                    }),
-                    assessments.clone(),
-                );
+                return run_out("");
             }
-            return (Decision::Wait { phase }, assessments.clone());
+            return Decision::Wait { phase };
         }
-        (
-            Decision::Measure {
-                phase,
-                requests,
-                why,
-            },
-            assessments.clone(),
-        )
+        Decision::Measure {
+            phase,
+            requests,
+            why,
+        }
     };
 
     // "No change" may end the bisect at a lower bar than a culprit: stopping early here costs
     // a missed change at worst, never a wrong culprit (the simulator checks the rate).
     let not_reproduced_at = (1.0 - NOT_REPRODUCED_FACTOR * (1.0 - conf)).max(0.9);
     if b.no_change >= not_reproduced_at {
-        let reason = format!("no change between the endpoints: {}", describe(graph, &b));
-        return done(Outcome::NotReproduced { reason });
+        let reason = format!("no change between the endpoints: {}", describe(graph, b));
+        return Decision::Done(Outcome::NotReproduced { reason });
     }
     if ev.untestable.contains(&graph.bad()) {
         let reason = "the bad commit cannot be built or booted: nothing to reproduce".to_string();
-        return done(Outcome::Inconclusive {
+        return Decision::Done(Outcome::Inconclusive {
             reason,
             candidates: vec![],
         });
     }
     if spent >= settings.max_runs {
-        let reason = format!(
-            "run cap of {} reached; {}",
-            settings.max_runs,
-            describe(graph, &b)
-        );
-        return done(Outcome::Inconclusive {
-            reason,
-            candidates: top(20),
-        });
+        return run_out("");
     }
+
+    let d = if b.noise > 0.0 {
+        (b.change / b.noise).abs()
+    } else {
+        10.0
+    };
+    let runs = runs_for(d, build_in_runs, rpr);
 
     // Reproducing: both endpoints measured, and a change more likely than not.
     let min_end = rpr.min(3) as usize;
@@ -765,24 +1197,51 @@ pub(crate) fn decide(
         {
             let reason = format!(
                 "no change of interest after {endpoint_runs} runs of the endpoints: {}",
-                describe(graph, &b)
+                describe(graph, b)
             );
-            return done(Outcome::NotReproduced { reason });
+            return Decision::Done(Outcome::NotReproduced { reason });
         }
+        // One endpoint measured, the other still to come (a slow build, a busy host).
+        let waiting = endpoints.iter().any(|&p| n_end(p) < min_end)
+            && endpoints.iter().any(|&p| n_end(p) >= min_end);
         let mut order = endpoints;
         order.sort_by_key(|&p| n_end(p));
-        let requests: Vec<Request> = order
+        // While one endpoint is still unmeasured, the other is not measured again: its
+        // samples decide nothing until the first arrives. Idle hosts build the commits the
+        // search would ask for first instead.
+        // A metric that repeats itself exactly at one endpoint needs no more than a few
+        // runs at the other.
+        let exact = endpoints.iter().any(|&p| {
+            let v = ev.at(p);
+            v.len() >= 2 && v.iter().all(|&x| x == v[0])
+        });
+        let end_runs = if exact { min_end as u32 } else { rpr };
+        let mut requests: Vec<Request> = order
             .iter()
-            .filter(|&&p| pending_at(p) == 0)
-            .map(|&p| Request::new(p, rpr))
+            .filter(|&&p| pending_at(p) == 0 && !(waiting && n_end(p) >= min_end))
+            .map(|&p| Request::new(p, end_runs))
             .take(idle)
             .collect();
+        if waiting && requests.len() < idle {
+            let ahead = propose(
+                graph,
+                ev,
+                b,
+                allowed,
+                idle - requests.len(),
+                runs.min(2),
+                None,
+                build_in_runs,
+            );
+            requests.extend(ahead);
+        }
         let why = format!(
             "reproducing the change at the endpoints: {}",
-            describe(graph, &b)
+            describe(graph, b)
         );
         return measure(Phase::Reproducing, requests, why);
     }
+    findings.prediction = Some(prediction);
 
     // Verifying: one commit holds the target; confirm it against its parent on one host.
     let (k, pk) = (0..n)
@@ -799,9 +1258,9 @@ pub(crate) fn decide(
                 "the most probable culprit {} ({pk:.4}) cannot be built or booted, so it cannot be \
                  verified against its parent; {}",
                 short(graph, k),
-                describe(graph, &b)
+                describe(graph, b)
             );
-            return done(Outcome::Inconclusive {
+            return Decision::Done(Outcome::Inconclusive {
                 reason,
                 candidates: top(20),
             });
@@ -815,42 +1274,208 @@ pub(crate) fn decide(
             .pairs
             .get(&(Point::Candidate(k), parent))
             .map_or(&[][..], Vec::as_slice);
-        let need = verify_pairs(&b);
-        let p_value = paired_p(pairs, b.change.signum());
+        let need = verify_pairs(b);
+        let e = paired_e(pairs, b.change.signum(), Some(b.noise * level_of_good(ev)));
+        findings.verification_evalue = Some(e);
         let verdict = format!(
-            "{} pairs against {}: one-sided paired p = {:.4}",
+            "{} pairs against {}: e-value {:.3} (passes at {:.0})",
             pairs.len(),
             match parent {
                 Point::Good => "the good commit".to_string(),
                 Point::Candidate(c) => short(graph, c),
             },
-            p_value
+            e,
+            1.0 / VERIFY_ALPHA
         );
-        if pk >= conf && pairs.len() >= 3 && p_value < VERIFY_ALPHA {
-            return done(Outcome::Found {
-                culprit: k,
-                confidence: pk,
-            });
+        let verified = pk >= conf && pairs.len() >= 3 && e >= 1.0 / VERIFY_ALPHA;
+        if verified {
+            // The predictive check: does one step explain the commits on either side of k?
+            let desc = descendants(graph, k);
+            let sides =
+                [false, true].map(|above| side(graph, ev, settings, &desc, k, above, allowed));
+            let mut changes: Vec<(usize, ChangePoint)> = Vec::new();
+            let mut requests: Vec<Request> = Vec::new();
+            let mut settled = true;
+            for s in &sides {
+                let room = s.allowed.iter().any(|&a| a);
+                if !room || s.measured < 2 {
+                    continue;
+                }
+                let sb = &s.belief;
+                if sb.no_change <= MISFIT {
+                    findings.misfit = true;
+                    // Another change inside this side: search it as a range of its own.
+                    let (k2, p2) = sb.ranked.first().copied().unwrap_or((k, 0.0));
+                    let mut side_verified = false;
+                    if p2 >= verify_from && !ev.untestable.contains(&k2) {
+                        let parent2 = graph
+                            .first_parent(k2)
+                            .filter(|p| !ev.untestable.contains(p))
+                            .map_or(s.low, Point::Candidate);
+                        let pairs2 = ev
+                            .pairs
+                            .get(&(Point::Candidate(k2), parent2))
+                            .map_or(&[][..], Vec::as_slice);
+                        let e2 = paired_e(
+                            pairs2,
+                            sb.change.signum(),
+                            Some(sb.noise * level_of_good(&s.ev)),
+                        );
+                        side_verified = p2 >= conf && pairs2.len() >= 3 && e2 >= 1.0 / VERIFY_ALPHA;
+                        if !side_verified
+                            && pending_at(Point::Candidate(k2)) == 0
+                            && pending_at(parent2) == 0
+                        {
+                            let chunk =
+                                (verify_pairs(sb) as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+                            requests.push(Request {
+                                point: Point::Candidate(k2),
+                                runs: chunk.min(2 * rpr),
+                                pair_with: Some(parent2),
+                            });
+                        }
+                    } else {
+                        let ds = if sb.noise > 0.0 {
+                            (sb.change / sb.noise).abs()
+                        } else {
+                            10.0
+                        };
+                        let r = runs_for(ds, build_in_runs, rpr);
+                        requests.extend(propose(
+                            graph,
+                            &s.ev,
+                            sb,
+                            &s.allowed,
+                            idle.saturating_sub(requests.len()).max(1),
+                            r,
+                            None,
+                            build_in_runs,
+                        ));
+                    }
+                    settled &= side_verified;
+                    let mut cp = change_point(graph, ev, sb, conf, side_verified);
+                    if let Some(c) = cp.culprit {
+                        cp.change = local_change(graph, ev, c).unwrap_or(cp.change);
+                    }
+                    changes.push((cp.candidates.first().map_or(k, |t| t.0), cp));
+                } else if sb.no_change < SIDE_CLEAR {
+                    // Unsure whether this side moved: measure its ends again (no new build),
+                    // until they know their levels to a small fraction of the first change.
+                    let ends = if s.low == Point::Good {
+                        [Point::Good, parent]
+                    } else {
+                        [Point::Candidate(k), bad_point]
+                    };
+                    let enough = (SIDE_ENDS / d.max(1e-3)).powi(2);
+                    let mut short_ends: Vec<Point> = ends
+                        .into_iter()
+                        .filter(|&p| (ev.at(p).len() as f64) < enough)
+                        .collect();
+                    if short_ends.is_empty() {
+                        continue;
+                    }
+                    settled = false;
+                    short_ends.sort_by_key(|&p| ev.at(p).len());
+                    for p in short_ends {
+                        if pending_at(p) == 0 && !requests.iter().any(|r| r.point == p) {
+                            requests.push(Request::new(p, runs.max(2)));
+                        }
+                    }
+                }
+            }
+            let mut cp = change_point(graph, ev, b, conf, true);
+            cp.change = local_change(graph, ev, k).unwrap_or(cp.change);
+            if changes.is_empty() && settled {
+                findings.changes = vec![cp];
+                return Decision::Done(Outcome::Found {
+                    culprit: k,
+                    confidence: pk,
+                });
+            }
+            changes.push((k, cp));
+            changes.sort_by_key(|(c, _)| *c);
+            let list: Vec<ChangePoint> = changes.into_iter().map(|(_, c)| c).collect();
+            findings.changes = list.clone();
+            if !findings.misfit {
+                // Only the side check is unsettled.
+                requests.truncate(idle);
+                let why = format!(
+                    "checking that one change explains the range around {}: {}",
+                    short(graph, k),
+                    describe(graph, b)
+                );
+                let budget_left = budget > 0;
+                if !budget_left || requests.is_empty() {
+                    if in_flight > 0 {
+                        return Decision::Wait {
+                            phase: Phase::Verifying,
+                        };
+                    }
+                    return Decision::Done(Outcome::Found {
+                        culprit: k,
+                        confidence: pk,
+                    });
+                }
+                return measure(Phase::Verifying, requests, why);
+            }
+            let names: Vec<String> = list
+                .iter()
+                .map(|c| match c.culprit {
+                    Some(x) => format!("{} ({:+.2}%)", short(graph, x), 100.0 * c.change),
+                    None => format!(
+                        "one of {} commits ({:+.2}%)",
+                        c.candidates.len(),
+                        100.0 * c.change
+                    ),
+                })
+                .collect();
+            if settled {
+                return Decision::Done(Outcome::Changes {
+                    changes: list,
+                    settled: true,
+                    reason: format!("{} changes: {}", names.len(), names.join(", ")),
+                });
+            }
+            requests.truncate(idle);
+            let cap_reached = budget == 0 || cap(requests.clone(), budget).is_empty();
+            if cap_reached {
+                if in_flight > 0 {
+                    return Decision::Wait {
+                        phase: Phase::Searching,
+                    };
+                }
+                return Decision::Done(Outcome::Changes {
+                    changes: list,
+                    settled: false,
+                    reason: format!(
+                        "more than one change, and the run cap of {} cannot separate them: {}",
+                        settings.max_runs,
+                        names.join(", ")
+                    ),
+                });
+            }
+            let why = format!(
+                "more than one change: {}; searching the others",
+                names.join(", ")
+            );
+            return measure(Phase::Searching, requests, why);
         }
-        if pk >= conf && pairs.len() >= 3 * need {
+        if pk >= conf && pairs.len() >= VERIFY_MAX_FACTOR * need {
             let reason = format!(
                 "verification of {} failed ({verdict}); {}",
                 short(graph, k),
-                describe(graph, &b)
+                describe(graph, b)
             );
-            return done(Outcome::Inconclusive {
+            return Decision::Done(Outcome::Inconclusive {
                 reason,
                 candidates: top(20),
             });
         }
         let busy = pending_at(Point::Candidate(k)) > 0 || pending_at(parent) > 0;
         if pk >= conf && busy {
-            return (
-                Decision::Wait {
-                    phase: Phase::Verifying,
-                },
-                assessments,
-            );
+            return Decision::Wait {
+                phase: Phase::Verifying,
+            };
         }
         if pk >= conf || (pairs.len() < need && !busy) {
             // In chunks, checking after each: most changes verify long before `need` pairs.
@@ -891,9 +1516,9 @@ pub(crate) fn decide(
                 "the culprit is one of {} commits that no testable commit can tell apart (untestable: {}); {}",
                 set.len(),
                 skipped.join(", "),
-                describe(graph, &b)
+                describe(graph, b)
             );
-            return done(Outcome::Inconclusive {
+            return Decision::Done(Outcome::Inconclusive {
                 reason,
                 candidates: set,
             });
@@ -901,12 +1526,6 @@ pub(crate) fn decide(
     }
 
     // Searching.
-    let d = if b.noise > 0.0 {
-        (b.change / b.noise).abs()
-    } else {
-        10.0
-    };
-    let runs = ((RUNS_Z / d.max(1e-3)).powi(2).ceil() as u32).clamp(1, rpr);
     let mut requests: Vec<Request> = Vec::new();
     // Keep both sides measured: the change is only as well known as the level of the side
     // with fewer samples, so top up the endpoint of a side that falls behind.
@@ -925,79 +1544,31 @@ pub(crate) fn decide(
     }
     // Enough samples on a side to know its level to a quarter of the change.
     let side_need = SIDE_PRECISION / (d * d).max(1e-6);
-    let balance = BALANCE;
+    // An endpoint whose level is already known to a small fraction of the change is decided:
+    // more runs there would not move the search.
+    let decided_at = (ENDPOINT_DECIDED / d.max(1e-3)).powi(2);
     for (p, mine, other) in [
         (Point::Good, side_good, side_bad),
         (bad_point, side_bad, side_good),
     ] {
         let have = n_end(p) as f64 + pending_at(p) as f64;
-        let behind = (mine < side_need && mine < balance * other) || have < ENDPOINT_SHARE * total;
+        let behind = (mine < side_need && mine < BALANCE * other)
+            || (have < ENDPOINT_SHARE * total && have < decided_at);
         if behind && pending_at(p) == 0 && requests.len() < idle {
             requests.push(Request::new(p, runs));
         }
     }
     let slots = idle - requests.len();
-    let f = |c: usize| b.bad[c] / cand_mass;
-    // Pending measurements already cover some quantiles.
-    let mut busy: Vec<f64> = Vec::new();
-    for (&p, &k) in &ev.pending {
-        if let Point::Candidate(c) = p
-            && c != graph.bad()
-            && c < n
-        {
-            for _ in 0..k.div_ceil(runs).max(1) {
-                busy.push(f(c));
-            }
-        }
-    }
-    let slots_total = slots + busy.len();
-    let mut targets: Vec<f64> = (1..=slots_total)
-        .map(|i| i as f64 / (slots_total + 1) as f64)
-        .collect();
-    for fb in busy {
-        if let Some(j) = (0..targets.len())
-            .min_by(|&x, &y| (targets[x] - fb).abs().total_cmp(&(targets[y] - fb).abs()))
-        {
-            targets.remove(j);
-        }
-    }
-    // The testable commit nearest each remaining target.
-    let mut blocked = vec![false; n];
-    for &c in &ev.untestable {
-        if c < n {
-            blocked[c] = true;
-        }
-    }
-    for (p, &k) in &ev.pending {
-        if let Point::Candidate(c) = *p
-            && c < n
-            && k > 0
-        {
-            blocked[c] = true;
-        }
-    }
-    let mut best: Vec<Option<(f64, usize)>> = vec![None; targets.len()];
-    if !targets.is_empty() {
-        for (c, &skip) in blocked.iter().enumerate() {
-            if c == graph.bad() || skip {
-                continue;
-            }
-            let fc = f(c);
-            let j = targets.partition_point(|&t| t < fc);
-            for j in [j.saturating_sub(1), j.min(targets.len() - 1)] {
-                let dist = (targets[j] - fc).abs();
-                if best[j].is_none_or(|(bd, _)| dist < bd) {
-                    best[j] = Some((dist, c));
-                }
-            }
-        }
-    }
-    for (dist, c) in best.into_iter().flatten() {
-        // A point only helps if the culprit mass is on both sides of it.
-        if dist < 0.5 && f(c) > 1e-9 && f(c) < 1.0 - 1e-9 && requests.len() < idle {
-            requests.push(Request::new(Point::Candidate(c), runs));
-        }
-    }
+    requests.extend(propose(
+        graph,
+        ev,
+        b,
+        allowed,
+        slots,
+        runs,
+        None,
+        build_in_runs,
+    ));
     if requests.is_empty() {
         // Nothing splits the mass: measure the endpoints to settle the levels.
         let mut order = endpoints;
@@ -1011,7 +1582,7 @@ pub(crate) fn decide(
     }
     let why = format!(
         "searching at the quantiles of the culprit mass: {}",
-        describe(graph, &b)
+        describe(graph, b)
     );
     measure(Phase::Searching, requests, why)
 }
@@ -1021,13 +1592,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paired_test_sides() {
+    fn paired_e_value_sides_and_bound() {
         let up: Vec<(f64, f64)> = (0..10)
             .map(|i| (101.0 + (i % 3) as f64 * 0.1, 100.0))
             .collect();
-        assert!(paired_p(&up, 1.0) < 0.001);
-        assert!(paired_p(&up, -1.0) > 0.999);
-        assert_eq!(paired_p(&up[..1], 1.0), 1.0);
+        assert!(paired_e(&up, 1.0, None) > 1000.0);
+        assert!(paired_e(&up, -1.0, None) < 1.0);
+        assert_eq!(paired_e(&up[..1], 1.0, None), 1.0);
+        // Under "no difference", the e-value crosses 1/α on at most about α of sequences,
+        // looked at after every couple.
+        use rand::{SeedableRng, rngs::StdRng};
+        use rand_distr::{Distribution, StandardNormal};
+        let mut rng = StdRng::seed_from_u64(7);
+        let (trials, mut crossed) = (2000, 0);
+        for _ in 0..trials {
+            let mut pairs = Vec::new();
+            for _ in 0..60 {
+                let a: f64 = StandardNormal.sample(&mut rng);
+                let b: f64 = StandardNormal.sample(&mut rng);
+                pairs.push((100.0 + a, 100.0 + b));
+                if pairs.len() >= 3 && paired_e(&pairs, 1.0, Some(1.0)) >= 1.0 / VERIFY_ALPHA {
+                    crossed += 1;
+                    break;
+                }
+            }
+        }
+        let rate = crossed as f64 / trials as f64;
+        assert!(rate <= VERIFY_ALPHA, "crossed on {rate}");
     }
 
     #[test]

@@ -133,6 +133,65 @@ pub enum Outcome {
         reason: String,
         candidates: Vec<(usize, f64)>,
     },
+    /// More than one change in the range: one entry per change point, in history order.
+    /// `settled` when every change point names its culprit at the target probability;
+    /// otherwise the budget could not separate them and each gives its candidate set.
+    Changes {
+        changes: Vec<ChangePoint>,
+        settled: bool,
+        reason: String,
+    },
+}
+
+/// One step of the metric inside the range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChangePoint {
+    /// The culprit, when one commit holds the target probability.
+    pub culprit: Option<usize>,
+    /// Probability of the culprit (or the mass of `candidates` when there is none).
+    pub probability: f64,
+    /// The most probable commits for this step, by decreasing probability.
+    pub candidates: Vec<(usize, f64)>,
+    /// Size of the step: (level after − level before) / good level.
+    pub change: f64,
+}
+
+/// Runs and machine time the engine expects to still need for the target confidence.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub runs: u32,
+    pub builds: u32,
+    /// `runs × run cost + builds × build cost`, when both costs are measured.
+    pub machine_secs: Option<f64>,
+}
+
+/// What the engine measured about the range, beside its decision (for the API and report).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Findings {
+    /// (bad − good) / good from the endpoints' samples, once both are measured.
+    pub change: Option<f64>,
+    /// Noise (standard deviation of one run) relative to the good level.
+    pub noise: Option<f64>,
+    /// The user's direction and the measured change disagree (with some certainty).
+    pub direction_contradicted: bool,
+    /// Remaining runs, builds and machine time for the target confidence.
+    pub prediction: Option<Prediction>,
+    /// Every change point the engine sees, in history order (one entry for a single step).
+    pub changes: Vec<ChangePoint>,
+    /// The one-step model does not fit the measured commits (a predictive check).
+    pub misfit: bool,
+    /// Anytime-valid error bound of the verification (the e-value threshold is 1/this).
+    pub verification_alpha: f64,
+    /// The e-value of the verification so far (culprit against its parent).
+    pub verification_evalue: Option<f64>,
+}
+
+/// [`decide`] with the findings that explain it.
+#[derive(Debug, Clone)]
+pub struct Explained {
+    pub decision: Decision,
+    pub assessments: Vec<Assessment>,
+    pub findings: Findings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,8 +214,25 @@ pub fn decide(
     evidence: &Evidence,
     settings: &Settings,
 ) -> (Decision, Vec<Assessment>) {
+    let e = decide_explained(graph, evidence, settings);
+    (e.decision, e.assessments)
+}
+
+/// [`decide`], with the engine's [`Findings`] (measured change, prediction, change points).
+pub fn decide_explained(
+    graph: &CandidateGraph,
+    evidence: &Evidence,
+    settings: &Settings,
+) -> Explained {
     match settings.strategy {
         Strategy::Bayes => crate::bayes::decide(graph, evidence, settings),
-        Strategy::Threshold => crate::threshold::decide(graph, evidence, settings),
+        Strategy::Threshold => {
+            let (decision, assessments) = crate::threshold::decide(graph, evidence, settings);
+            Explained {
+                decision,
+                assessments,
+                findings: Findings::default(),
+            }
+        }
     }
 }

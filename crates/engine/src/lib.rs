@@ -26,8 +26,8 @@ mod threshold;
 
 pub use dag::{CandidateGraph, GraphError};
 pub use decide::{
-    Assessment, Decision, Direction, Outcome, Phase, Point, Request, Settings, Strategy, Verdict,
-    decide,
+    Assessment, ChangePoint, Decision, Direction, Explained, Findings, Outcome, Phase, Point,
+    Prediction, Request, Settings, Strategy, Verdict, decide, decide_explained,
 };
 pub use stats::{Summary, WelchTest, welch_t_test};
 
@@ -48,6 +48,31 @@ pub struct Evidence {
     pub pairs: BTreeMap<(Point, Point), Vec<(f64, f64)>>,
     /// Runs that did not complete, by point: no sample, but they count against `max_runs`.
     pub failed: BTreeMap<Point, u32>,
+    /// Points whose build exists (a task for them finished its build): measuring them again
+    /// costs runs only. Empty when the caller does not know; then every point counts as built
+    /// once it has a sample.
+    pub built: BTreeSet<Point>,
+    /// What a build and a run cost on this job, measured by the caller from finished tasks.
+    pub costs: Costs,
+}
+
+/// Machine time of one build and one run, in seconds (0: not measured yet). The engine only
+/// uses their ratio, so any unit works as long as both share it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Costs {
+    pub build_secs: f64,
+    pub run_secs: f64,
+}
+
+impl Costs {
+    /// A build's cost in runs (1 when either cost is unknown).
+    pub fn build_in_runs(&self) -> f64 {
+        if self.build_secs > 0.0 && self.run_secs > 0.0 {
+            (self.build_secs / self.run_secs).clamp(0.0, 1e4)
+        } else {
+            1.0
+        }
+    }
 }
 
 impl Evidence {
@@ -60,6 +85,11 @@ impl Evidence {
     /// Runs requested and not yet reported.
     pub fn runs_pending(&self) -> u32 {
         self.pending.values().sum()
+    }
+
+    /// True when measuring `point` needs no new build.
+    pub fn is_built(&self, point: Point) -> bool {
+        self.built.contains(&point) || !self.at(point).is_empty()
     }
 
     /// The complete samples at `point` (empty when none).

@@ -22,6 +22,11 @@ pub enum Noise {
     Bimodal { cv: f64 },
     /// Gaussian `cv` plus a slow wander of amplitude `cv` over the bisect's runs.
     Drift { cv: f64 },
+    /// One-sided multiplicative noise (a busy host only ever slows a run down): an
+    /// exponential slowdown with relative standard deviation `cv`, mean removed.
+    Skewed { cv: f64 },
+    /// Gaussian `cv`, and one run in 20 slowed by 20% to 100%.
+    Outliers { cv: f64 },
 }
 
 impl Noise {
@@ -30,7 +35,9 @@ impl Noise {
             Noise::Gaussian { cv }
             | Noise::StudentT3 { cv }
             | Noise::Bimodal { cv }
-            | Noise::Drift { cv } => cv,
+            | Noise::Drift { cv }
+            | Noise::Skewed { cv }
+            | Noise::Outliers { cv } => cv,
         }
     }
 
@@ -40,6 +47,8 @@ impl Noise {
             Noise::StudentT3 { .. } => "t3",
             Noise::Bimodal { .. } => "bimodal",
             Noise::Drift { .. } => "drift",
+            Noise::Skewed { .. } => "skewed",
+            Noise::Outliers { .. } => "outliers",
         }
     }
 
@@ -59,6 +68,19 @@ impl Noise {
                 within * z + if slow { 0.7 * shift } else { -0.3 * shift }
             }
             Noise::Drift { cv } => cv * z + cv * (t as f64 / 150.0).sin(),
+            Noise::Skewed { cv } => {
+                let e: f64 = rand_distr::Exp1.sample(rng);
+                cv * (e - 1.0)
+            }
+            Noise::Outliers { cv } => {
+                let slow = rng.random::<f64>() < 0.05;
+                cv * z
+                    + if slow {
+                        0.2 + 0.8 * rng.random::<f64>()
+                    } else {
+                        0.0
+                    }
+            }
         }
     }
 }
@@ -76,6 +98,81 @@ pub struct World {
     pub untestable: BTreeSet<usize>,
     /// Fraction of runs that do not complete (they cost a run and yield no sample).
     pub incomplete_rate: f64,
+    /// What else the lab does: more changes, drift, warm-up, costs.
+    pub lab: Lab,
+}
+
+/// Effects beyond one step and stationary noise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lab {
+    /// More change points: (commit, relative step), on top of `culprit`.
+    pub extra_changes: Vec<(usize, f64)>,
+    /// Linear drift of the host, relative, per run (0.0003: 3% per 100 runs).
+    pub drift_per_run: f64,
+    /// The host's first runs are slower by this (relative), decaying with time constant
+    /// `warmup_runs` runs.
+    pub warmup: f64,
+    pub warmup_runs: f64,
+    /// Noise multiplier at commits that carry the change (1: unchanged).
+    pub noise_after: f64,
+    /// What a build costs, in runs.
+    pub build_cost: f64,
+}
+
+impl Default for Lab {
+    fn default() -> Self {
+        Self {
+            extra_changes: Vec::new(),
+            drift_per_run: 0.0,
+            warmup: 0.0,
+            warmup_runs: 20.0,
+            noise_after: 1.0,
+            build_cost: 1.0,
+        }
+    }
+}
+
+impl World {
+    /// Every planted change point, in history order.
+    pub fn culprits(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .culprit
+            .into_iter()
+            .chain(self.lab.extra_changes.iter().map(|c| c.0))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Level factor of every commit (1 + every step it carries) and whether it carries the
+    /// first change.
+    fn levels(&self) -> (Vec<f64>, Vec<bool>) {
+        let n = self.graph.len();
+        let carries = |k: usize| {
+            let mut m = vec![false; n];
+            if k < n {
+                m[k] = true;
+                for c in k + 1..n {
+                    m[c] = self.graph.parents(c).iter().any(|&p| m[p]);
+                }
+            }
+            m
+        };
+        let first = self.culprit.map_or(vec![false; n], carries);
+        let mut level: Vec<f64> = first
+            .iter()
+            .map(|&b| if b { 1.0 + self.delta } else { 1.0 })
+            .collect();
+        for &(k, d) in &self.lab.extra_changes {
+            for (c, m) in carries(k).into_iter().enumerate() {
+                if m {
+                    level[c] *= 1.0 + d;
+                }
+            }
+        }
+        (level, first)
+    }
 }
 
 /// What happened in one trial.
@@ -88,17 +185,32 @@ pub struct Trial {
     pub rounds: u32,
     /// True when the engine asked for nothing while nothing was pending (a bug).
     pub stalled: bool,
+    /// Distinct commits built (the endpoints included).
+    pub builds: u32,
+    /// Machine time in runs: runs + builds × the build's cost.
+    pub machine: f64,
 }
 
 impl Trial {
-    /// The exact culprit was found (or "no culprit" was reported for a range without change).
+    /// The exact culprit was found (every planted one, when there are several), or "not
+    /// reproduced" was reported for a range without change (an inconclusive A/A is not right).
     pub fn correct(&self, world: &World) -> bool {
-        match (&self.outcome, world.culprit) {
-            (Outcome::Found { culprit, .. }, Some(c)) => *culprit == c,
-            (Outcome::Found { .. }, None) => false,
-            (_, Some(_)) => false,
-            (_, None) => true,
+        let truth = world.culprits();
+        match &self.outcome {
+            Outcome::NotReproduced { .. } => truth.is_empty(),
+            _ => !truth.is_empty() && self.named() == truth,
         }
+    }
+
+    /// The commits the outcome names as culprits, in history order.
+    pub fn named(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = match &self.outcome {
+            Outcome::Found { culprit, .. } => vec![*culprit],
+            Outcome::Changes { changes, .. } => changes.iter().filter_map(|c| c.culprit).collect(),
+            _ => vec![],
+        };
+        v.sort_unstable();
+        v
     }
 }
 
@@ -116,30 +228,33 @@ pub fn run_trial_observed(
     observe: &mut dyn FnMut(&Decision, &Evidence),
 ) -> Trial {
     let mut rng = StdRng::seed_from_u64(seed);
-    let n = world.graph.len();
-    // has_change[c]: the culprit is an ancestor-or-self of c.
-    let has_change: Vec<bool> = match world.culprit {
-        None => vec![false; n],
-        Some(k) => {
-            let mut m = vec![false; n];
-            m[k] = true;
-            for c in k + 1..n {
-                m[c] = world.graph.parents(c).iter().any(|&p| m[p]);
-            }
-            m
-        }
-    };
+    let (factor, has_change) = world.levels();
     let level = |p: Point| -> f64 {
         match p {
             Point::Good => 100.0,
-            Point::Candidate(c) if has_change[c] => 100.0 * (1.0 + world.delta),
-            Point::Candidate(_) => 100.0,
+            Point::Candidate(c) => 100.0 * factor[c],
         }
     };
-    let mut ev = Evidence::default();
+    let noise_at = |p: Point| -> f64 {
+        match p {
+            Point::Candidate(c) if has_change[c] => world.lab.noise_after,
+            _ => 1.0,
+        }
+    };
+    let mut ev = Evidence {
+        costs: crate::Costs {
+            build_secs: world.lab.build_cost,
+            run_secs: 1.0,
+        },
+        ..Evidence::default()
+    };
     let mut runs = 0u32;
     let mut rounds = 0u32;
     let mut clock = 0u64;
+    let mut built: BTreeSet<Point> = BTreeSet::new();
+    let machine = |runs: u32, built: &BTreeSet<Point>| {
+        runs as f64 + built.len() as f64 * world.lab.build_cost
+    };
     loop {
         let (decision, _) = decide(&world.graph, &ev, settings);
         observe(&decision, &ev);
@@ -150,6 +265,8 @@ pub fn run_trial_observed(
                     runs,
                     rounds,
                     stalled: false,
+                    builds: built.len() as u32,
+                    machine: machine(runs, &built),
                 };
             }
             Decision::Wait { .. } => {
@@ -162,6 +279,8 @@ pub fn run_trial_observed(
                     runs,
                     rounds,
                     stalled: true,
+                    builds: built.len() as u32,
+                    machine: machine(runs, &built),
                 };
             }
             Decision::Measure { requests, .. } => {
@@ -173,6 +292,10 @@ pub fn run_trial_observed(
                 } in requests
                 {
                     let points: Vec<Point> = std::iter::once(point).chain(pair_with).collect();
+                    for &p in &points {
+                        built.insert(p);
+                        ev.built.insert(p);
+                    }
                     if let Point::Candidate(c) = point
                         && world.untestable.contains(&c)
                     {
@@ -188,7 +311,12 @@ pub fn run_trial_observed(
                                 *ev.failed.entry(p).or_default() += 1;
                                 continue;
                             }
-                            let y = level(p) * (1.0 + world.noise.draw(&mut rng, clock));
+                            let host = world.lab.drift_per_run * clock as f64
+                                + world.lab.warmup
+                                    * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp();
+                            let y = level(p)
+                                * (1.0 + host)
+                                * (1.0 + noise_at(p) * world.noise.draw(&mut rng, clock));
                             ev.samples.entry(p).or_default().push(y);
                             couple.push(y);
                         }
@@ -209,6 +337,8 @@ pub fn run_trial_observed(
                 runs,
                 rounds,
                 stalled: true,
+                builds: built.len() as u32,
+                machine: machine(runs, &built),
             };
         }
     }
@@ -286,6 +416,8 @@ pub fn run_baseline(world: &World, baseline: Baseline, seed: u64) -> Trial {
                 runs,
                 rounds,
                 stalled: false,
+                builds: rounds,
+                machine: runs as f64 + rounds as f64 * world.lab.build_cost,
             };
         }
         let split = g.best_split(&set, &skip).filter(|&(_, d)| d > 0);
@@ -300,6 +432,8 @@ pub fn run_baseline(world: &World, baseline: Baseline, seed: u64) -> Trial {
                 runs,
                 rounds,
                 stalled: false,
+                builds: rounds,
+                machine: runs as f64 + rounds as f64 * world.lab.build_cost,
             };
         };
         rounds += 1;

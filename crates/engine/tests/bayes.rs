@@ -30,6 +30,7 @@ fn world(seed: u64, n: usize, culprit: Option<usize>, noise: Noise) -> World {
         noise,
         untestable: BTreeSet::new(),
         incomplete_rate: 0.0,
+        lab: Default::default(),
     }
 }
 
@@ -390,4 +391,100 @@ fn an_unbuildable_bad_commit_ends_the_bisect() {
         matches!(d, Decision::Done(Outcome::Inconclusive { .. })),
         "{d:?}"
     );
+}
+
+#[test]
+fn a_slow_endpoint_does_not_pile_runs_on_the_other() {
+    // The bad endpoint is measured; the good one is still building. Idle hosts build the
+    // search's first points instead of measuring the bad endpoint again.
+    let g = linear(13);
+    let mut ev = Evidence::default();
+    ev.samples
+        .insert(Point::Candidate(12), samples(102.0, 0.03, 5, 3));
+    ev.pending.insert(Point::Good, 5);
+    let settings = Settings {
+        idle_hosts: 1,
+        ..Settings::default()
+    };
+    let (d, _) = decide(&g, &ev, &settings);
+    let Decision::Measure {
+        phase: Phase::Reproducing,
+        requests,
+        ..
+    } = &d
+    else {
+        panic!("{d:?}")
+    };
+    assert_eq!(requests.len(), 1);
+    assert!(
+        matches!(requests[0].point, Point::Candidate(c) if c < 12),
+        "{requests:?}"
+    );
+}
+
+#[test]
+fn a_deterministic_metric_needs_about_log2_n_builds() {
+    // Identical values every run, a build 30 runs dear: about log2(200) builds, a few runs
+    // each.
+    let mut builds = Vec::new();
+    for seed in 0..10 {
+        let mut w = world(
+            seed,
+            200,
+            Some(17 + 13 * seed as usize),
+            Noise::Gaussian { cv: 0.0 },
+        );
+        w.lab.build_cost = 30.0;
+        let t = run_trial(&w, &Settings::default(), seed);
+        assert!(t.correct(&w), "seed {seed}: {:?}", t.outcome);
+        assert!(
+            t.runs as f64 <= 2.5 * t.builds as f64,
+            "seed {seed}: {} runs for {} builds",
+            t.runs,
+            t.builds
+        );
+        builds.push(t.builds);
+    }
+    let mean = builds.iter().sum::<u32>() as f64 / builds.len() as f64;
+    assert!(mean <= (200f64).log2() + 3.0, "{builds:?}");
+}
+
+#[test]
+fn the_change_is_measured_against_the_good_level() {
+    let g = linear(20);
+    let mut ev = Evidence::default();
+    ev.samples.insert(Point::Good, vec![100.0; 5]);
+    ev.samples.insert(Point::Candidate(19), vec![2.0; 5]);
+    ev.samples.insert(Point::Candidate(5), vec![2.0; 5]);
+    ev.samples.insert(Point::Candidate(2), vec![100.0; 5]);
+    let e = perfbisect_engine::decide_explained(&g, &ev, &Settings::default());
+    let change = e.findings.change.expect("both endpoints measured");
+    assert!((change + 0.98).abs() < 1e-9, "{change}");
+    let cp = &e.findings.changes[0];
+    assert!((cp.change + 0.98).abs() < 0.02, "{cp:?}");
+}
+
+#[test]
+fn a_contrary_direction_hint_is_reported() {
+    let g = linear(20);
+    let mut ev = Evidence::default();
+    ev.samples.insert(Point::Good, samples(100.0, 0.01, 6, 1));
+    ev.samples
+        .insert(Point::Candidate(19), samples(97.0, 0.01, 6, 2));
+    let hinted = |direction| Settings {
+        direction: Some(direction),
+        ..Settings::default()
+    };
+    let e = perfbisect_engine::decide_explained(
+        &g,
+        &ev,
+        &hinted(perfbisect_engine::Direction::Increase),
+    );
+    assert!(e.findings.direction_contradicted);
+    let e = perfbisect_engine::decide_explained(
+        &g,
+        &ev,
+        &hinted(perfbisect_engine::Direction::Decrease),
+    );
+    assert!(!e.findings.direction_contradicted);
 }

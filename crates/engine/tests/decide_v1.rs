@@ -14,6 +14,7 @@ fn world(seed: u64, culprit: Option<usize>, cv: f64) -> World {
         noise: Noise::Gaussian { cv },
         untestable: BTreeSet::new(),
         incomplete_rate: 0.0,
+        lab: Default::default(),
     }
 }
 

@@ -247,6 +247,10 @@ impl JobSpecError {
     }
 }
 
+/// Longest build or run command: it is one argument of `sh -c`, and the kernel refuses
+/// arguments over 128 KiB (E2BIG) on every try.
+pub const MAX_COMMAND_BYTES: usize = 64 << 10;
+
 fn invalid(key: &str, problem: impl Into<String>) -> JobSpecError {
     JobSpecError::Invalid {
         key: key.to_string(),
@@ -300,6 +304,26 @@ impl JobSpec {
     }
 
     pub fn validate(&self) -> Result<(), JobSpecError> {
+        if let Some(path) = serde_json::to_value(self)
+            .ok()
+            .as_ref()
+            .and_then(crate::text::find_nul)
+        {
+            return Err(invalid(&path, "contains a NUL character"));
+        }
+        for (key, command) in [
+            ("build.command", self.build.command.as_deref()),
+            ("run.command", Some(self.run.command.as_str())),
+        ] {
+            if command.is_some_and(|c| c.len() > MAX_COMMAND_BYTES) {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "is longer than {MAX_COMMAND_BYTES} bytes (put a long script in the repository)"
+                    ),
+                ));
+            }
+        }
         if !is_name(&self.testcase) {
             return Err(invalid("testcase", NAME_RULE));
         }

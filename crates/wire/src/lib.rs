@@ -5,7 +5,9 @@
 
 pub mod api;
 pub mod job;
+pub mod states;
 pub mod tasks;
+pub mod text;
 pub mod worker;
 
 pub use job::{BuildKind, DeployKind, JobSpec, JobSpecError};

@@ -20,11 +20,15 @@ pub struct MachineInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterWorker {
-    /// Unique host name; registering again under the same name replaces the old token.
+    /// Unique host name. Registering again under a registered name needs that worker's
+    /// current token (`previous_token`) or an operator's token; it replaces the old token.
     pub name: String,
     pub host_group: String,
     #[serde(default)]
     pub machine: MachineInfo,
+    /// The worker token this worker was given last time, when it registers again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -115,6 +119,14 @@ pub struct RunEnvironment {
     /// (the worker's boot hook), `power_cycle` (after the host did not come back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_method: Option<String>,
+    /// `uname -v` where the benchmark ran: with the release, the identity of one build of a
+    /// kernel (its build number and timestamp), checked against the built image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_version: Option<String>,
+    /// The machine that ran the benchmark, as seen from inside it: the VM's CPUs and memory
+    /// under qemu, the bare-metal host's over ssh. The report's "test machine".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineInfo>,
 }
 
 /// One build of one commit for a task, with its log (`POST /api/v1/worker/tasks/{id}/builds`).

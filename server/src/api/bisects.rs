@@ -5,6 +5,7 @@ use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::git::{self, RangeError};
+use crate::store::summaries;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -146,22 +147,37 @@ async fn submit_bisect(
         RangeError::Git(_) => ApiError::unprocessable("repository", e.to_string()),
     })?;
 
-    let mut tx = state.db.begin().await?;
-    let job_id: i64 = sqlx::query_scalar(
-        "INSERT INTO job_specs (hash, spec, yaml, testcase, tbox_group) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
+    // The graph is built while the range is in memory, so the first advance need not
+    // read the candidates back.
+    let graph = {
+        let good = range.good.clone();
+        let candidates: Vec<(String, Vec<usize>, bool)> = range
+            .candidates
+            .iter()
+            .map(|c| (c.sha.clone(), c.parents.clone(), c.first_parent_outside))
+            .collect();
+        tokio::task::spawn_blocking(move || crate::graphs::LoadedGraph::build(good, candidates))
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))?
+            .map_err(ApiError::Internal)?
+    };
+    // Outside the bisect's transaction, and without taking the row when it exists: submits
+    // of the same job do not queue behind each other.
+    let job_id = crate::store::jobs::ensure(
+        &state.db,
+        &spec.hash(),
+        &serde_json::to_value(&spec).map_err(anyhow::Error::from)?,
+        &req.job,
+        &spec.testcase,
+        &spec.tbox_group,
     )
-    .bind(spec.hash())
-    .bind(serde_json::to_value(&spec).map_err(anyhow::Error::from)?)
-    .bind(&req.job)
-    .bind(&spec.testcase)
-    .bind(&spec.tbox_group)
-    .fetch_one(&mut *tx)
     .await?;
+    let mut tx = state.db.begin().await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
-                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id",
+                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
+                              candidates_total)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
     )
     .bind(repo_id)
     .bind(job_id)
@@ -177,45 +193,10 @@ async fn submit_bisect(
     .bind(serde_json::json!(req.notify))
     .bind(user.token_id)
     .bind(req.first_parent)
+    .bind(range.candidates.len() as i32)
     .fetch_one(&mut *tx)
     .await?;
-    // One round trip for the whole candidate set (Linux ranges hold tens of thousands).
-    let mut idx = vec![-1i32];
-    let mut shas = vec![range.good.clone()];
-    let mut parents = vec![String::from("{}")];
-    let mut subjects = vec![range.good_subject.clone()];
-    let mut authors = vec![range.good_author.clone()];
-    let mut first_parent_outside = vec![false];
-    for (i, c) in range.candidates.iter().enumerate() {
-        idx.push(i as i32);
-        shas.push(c.sha.clone());
-        parents.push(format!(
-            "{{{}}}",
-            c.parents
-                .iter()
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ));
-        subjects.push(c.subject.clone());
-        authors.push(c.author.clone());
-        first_parent_outside.push(c.first_parent_outside);
-    }
-    sqlx::query(
-        "INSERT INTO bisect_commits (bisect_id, idx, sha, parents, subject, author, first_parent_outside)
-         SELECT $1, i, s, p::int[], subj, a, fpo
-         FROM UNNEST($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[])
-              AS u(i, s, p, subj, a, fpo)",
-    )
-    .bind(id)
-    .bind(&idx)
-    .bind(&shas)
-    .bind(&parents)
-    .bind(&subjects)
-    .bind(&authors)
-    .bind(&first_parent_outside)
-    .execute(&mut *tx)
-    .await?;
+    crate::store::candidates::insert(&mut tx, id, &range).await?;
     let mut story = format!(
         "submitted: {} candidates in {}..{}",
         range.candidates.len(),
@@ -227,7 +208,10 @@ async fn submit_bisect(
         story.push_str(note);
     }
     crate::scheduler::event(&mut *tx, id, "submitted", &story).await?;
+    // Committed with the bisect: should the first advance below fail, the scheduler retries.
+    crate::store::wakeups::wake(&mut *tx, id, crate::store::wakeups::Reason::Submitted).await?;
     tx.commit().await?;
+    state.graphs.insert(id, std::sync::Arc::new(graph));
     tracing::info!(
         bisect = id,
         candidates = range.candidates.len(),
@@ -259,6 +243,8 @@ struct BisectRow {
     culprit_sha: Option<String>,
     culprit_confidence: Option<f64>,
     assessments: serde_json::Value,
+    candidates_total: Option<i32>,
+    candidates_remaining: Option<i32>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
@@ -266,7 +252,7 @@ struct BisectRow {
 
 const BISECT_SELECT: &str = "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric,
         b.direction, b.confidence, b.max_runs, b.status, b.status_reason, j.testcase, j.tbox_group, j.hash AS job_hash,
-        b.culprit_sha, b.culprit_confidence, b.assessments, b.created_at, b.updated_at, b.finished_at
+        b.culprit_sha, b.culprit_confidence, b.assessments, b.candidates_total, b.candidates_remaining, b.created_at, b.updated_at, b.finished_at
     FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id";
 
 /// The full view of one bisect, with per-commit statistics derived from its runs.
@@ -278,12 +264,6 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
     .fetch_optional(&state.db)
     .await?
     .ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
-    let commits: Vec<(i32, String, String, String)> = sqlx::query_as(
-        "SELECT idx, sha, subject, author FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
-    )
-    .bind(id)
-    .fetch_all(&state.db)
-    .await?;
     let runs: Vec<(String, bool, Option<f64>)> = sqlx::query_as(
         "SELECT sha, completed, (metrics ->> $2)::float8 FROM runs WHERE bisect_id = $1 ORDER BY id",
     )
@@ -295,6 +275,21 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         "SELECT sha, coalesce(log_tail, message) FROM tasks WHERE bisect_id = $1 AND state = 'build_failed'",
     )
     .bind(id)
+    .fetch_all(&state.db)
+    .await?;
+    // Only the commits this view shows (measured, skipped, the culprit, the good endpoint):
+    // a large range's other candidates are not read.
+    let mut shown: Vec<&str> = runs.iter().map(|r| r.0.as_str()).collect();
+    shown.extend(skipped.iter().map(|s| s.0.as_str()));
+    shown.extend(b.culprit_sha.as_deref());
+    shown.sort_unstable();
+    shown.dedup();
+    let commits: Vec<(i32, String, String, String)> = sqlx::query_as(
+        "SELECT idx, sha, subject, author FROM bisect_commits
+         WHERE bisect_id = $1 AND (idx < 0 OR sha = ANY($2)) ORDER BY idx",
+    )
+    .bind(id)
+    .bind(&shown)
     .fetch_all(&state.db)
     .await?;
     let (runs_done, tasks_pending): (i64, i64) = sqlx::query_as(
@@ -326,9 +321,21 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
             }
         }
     }
-    let candidates_total = commits.iter().filter(|c| c.0 >= 0).count();
+    let candidates_total = match b.candidates_total {
+        Some(n) => n as usize,
+        None => {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0",
+            )
+            .bind(id)
+            .fetch_one(&state.db)
+            .await? as usize
+        }
+    };
     let candidates_remaining = if b.culprit_sha.is_some() {
         1
+    } else if let Some(n) = b.candidates_remaining {
+        n as usize
     } else {
         remaining(&assessed, b.confidence)
     };
@@ -482,29 +489,14 @@ async fn list_bisects(
     if offset < 0 {
         return Err(ApiError::bad("offset", "must not be negative"));
     }
-    let filter = "($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
-                  AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)";
-    let rows: Vec<BisectRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{BISECT_SELECT} WHERE {filter} ORDER BY b.id DESC LIMIT $5 OFFSET $6"
-    )))
-    .bind(&q.status)
-    .bind(&q.repository)
-    .bind(&q.testcase)
-    .bind(&q.metric)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(&state.db)
-    .await?;
-    let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) FROM bisects b JOIN repositories r ON r.id = b.repository_id
-         JOIN job_specs j ON j.id = b.job_spec_id WHERE {filter}"
-    )))
-    .bind(&q.status)
-    .bind(&q.repository)
-    .bind(&q.testcase)
-    .bind(&q.metric)
-    .fetch_one(&state.db)
-    .await?;
+    let filter = summaries::ListFilter {
+        status: q.status.as_deref(),
+        repository: q.repository.as_deref(),
+        testcase: q.testcase.as_deref(),
+        metric: q.metric.as_deref(),
+    };
+    let rows = summaries::list(&state.db, filter, limit, offset).await?;
+    let total = summaries::count(&state.db, filter).await?;
     let bisects = rows
         .into_iter()
         .map(|b| BisectSummary {
@@ -534,8 +526,11 @@ async fn cancel_bisect(
     Path(id): Path<i64>,
 ) -> ApiResult<Json<Bisect>> {
     let mut tx = state.db.begin().await?;
+    // Waits for an advance of the bisect in progress, so it cannot undo the cancel; the row
+    // lock does not block run inserts (their key-share lock).
+    crate::store::wakeups::lock_bisect(&mut tx, id).await?;
     let status: Option<String> =
-        sqlx::query_scalar("SELECT status FROM bisects WHERE id = $1 FOR UPDATE")
+        sqlx::query_scalar("SELECT status FROM bisects WHERE id = $1 FOR NO KEY UPDATE")
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;

@@ -56,6 +56,12 @@ async fn put_kconfig(
             "must be a kernel .config (CONFIG_... lines), at most 4 MiB",
         ));
     }
+    if body.contains('\0') {
+        return Err(ApiError::unprocessable(
+            "body",
+            "contains a NUL character, which cannot be stored",
+        ));
+    }
     let sha = hex::encode(Sha256::digest(body.as_bytes()));
     let inserted = sqlx::query(
         "INSERT INTO kconfigs (name, content, sha256) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",

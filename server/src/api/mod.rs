@@ -2,10 +2,13 @@
 //! Each area is a module with its own routes, merged here.
 
 mod bisects;
+mod edge;
 mod kconfigs;
+mod priority;
 mod reports;
 mod repositories;
 mod tasks;
+mod tokens;
 mod workers;
 
 pub(crate) use bisects::load_bisect;
@@ -27,9 +30,38 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "workers", description = "The worker protocol"),
         (name = "tasks", description = "What each task did: runs, environments, build logs"),
         (name = "kconfigs", description = "Kernel configs that kernel jobs name"),
-    )
+        (name = "tokens", description = "Tokens and their roles (operators only)"),
+    ),
+    modifiers(&SecuritySchemes)
 )]
 struct ApiDoc;
+
+/// The bearer tokens the `security` of each operation names (roles: ARCHITECTURE.md).
+struct SecuritySchemes;
+
+impl utoipa::Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (name, what) in [
+            ("reader_token", "A reader's token (any valid token reads)"),
+            ("api_token", "A submitter's (or operator's) token"),
+            ("operator_token", "An operator's token"),
+            ("enroll_token", "An enrollment (or operator's) token"),
+            ("worker_token", "The worker token answered by registration"),
+        ] {
+            components.add_security_scheme(
+                name,
+                SecurityScheme::Http(
+                    HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .description(Some(what))
+                        .build(),
+                ),
+            );
+        }
+    }
+}
 
 pub fn router(state: AppState) -> Router {
     let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
@@ -39,6 +71,8 @@ pub fn router(state: AppState) -> Router {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(tokens::routes())
+        .merge(priority::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -46,7 +80,14 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::dashboard::routes())
         .merge(utoipa_swagger_ui::SwaggerUi::new("/docs").url("/api/openapi.json", openapi))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
-        .with_state(state)
+        .route("/metrics", axum::routing::get(crate::metrics::handler))
+        .with_state(state.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            crate::auth::read_gate,
+        ))
+        .layer(axum::middleware::from_fn(edge::json_errors))
+        .layer(axum::middleware::from_fn(edge::refuse_nul_in_uri))
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
 
@@ -59,6 +100,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(tokens::routes())
+        .merge(priority::routes())
         .split_for_parts();
     openapi
 }
@@ -66,24 +109,46 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// `Json<T>` whose rejections are our error body, naming the field serde complained about.
 pub struct ApiJson<T>(pub T);
 
+/// Text with a NUL character (which PostgreSQL cannot store) is refused here, for every
+/// body, with 422 naming the field; a body over the limit is 413.
 impl<T, S> FromRequest<S> for ApiJson<T>
 where
-    axum::Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    T: serde::de::DeserializeOwned,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(rejection) => {
-                let message = rejection.body_text();
-                Err(ApiError::BadRequest {
-                    field: field_in_serde_message(&message),
-                    message,
-                })
-            }
+        let value = match axum::Json::<serde_json::Value>::from_request(req, state).await {
+            Ok(axum::Json(v)) => v,
+            Err(rejection) => return Err(json_rejection(rejection)),
+        };
+        if let Some(path) = perfbisect_wire::text::find_nul(&value) {
+            return Err(ApiError::unprocessable(
+                &path,
+                "contains a NUL character, which cannot be stored",
+            ));
         }
+        serde_json::from_value(value).map(ApiJson).map_err(|e| {
+            let message = format!("Failed to deserialize the JSON body into the target type: {e}");
+            ApiError::BadRequest {
+                field: field_in_serde_message(&message),
+                message,
+            }
+        })
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    let message = rejection.body_text();
+    if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::TooLarge(format!(
+            "the body is larger than the server accepts: {message}"
+        ));
+    }
+    ApiError::BadRequest {
+        field: field_in_serde_message(&message),
+        message,
     }
 }
 

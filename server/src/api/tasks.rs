@@ -283,7 +283,7 @@ async fn hand_back(
 /// either way the interruption is recorded in the bisect's events.
 #[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/interrupted", tag = "workers", request_body = Interrupted,
     params(("id" = i64, Path, description = "Task id")),
-    responses((status = 200, body = InterruptedReply), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = InterruptedReply), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
     security(("worker_token" = [])))]
 async fn interrupted(
     State(state): State<AppState>,
@@ -317,7 +317,21 @@ async fn interrupted(
             .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?,
     };
     // A task that ended (the worker died after completing it, before forgetting it) has no
-    // interruption to tell.
+    // interruption to tell; a task this host never held is not its to tell about.
+    let held_last: bool = match &requeued {
+        Some(_) => true,
+        None => sqlx::query_scalar("SELECT last_host_id = $2 FROM tasks WHERE id = $1")
+            .bind(id)
+            .bind(host.host_id)
+            .fetch_one(&state.db)
+            .await
+            .map(|b: Option<bool>| b.unwrap_or(false))?,
+    };
+    if !held_last {
+        return Err(ApiError::Conflict(format!(
+            "task {id} was not held by this host last"
+        )));
+    }
     let ended = requeued.is_none() && !matches!(task_state.as_str(), "queued" | "running");
     if !ended {
         let what = match &requeued {
@@ -337,9 +351,8 @@ async fn interrupted(
     }
     if requeued.is_some() {
         crate::queue::notify_queued(&state.db).await?;
-        crate::scheduler::advance(&state, bisect)
-            .await
-            .map_err(ApiError::Internal)?;
+        crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
+            .await?;
     }
     Ok(Json(InterruptedReply {
         requeued: requeued.is_some(),

@@ -34,11 +34,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Register (or re-register) a worker with an enrollment token; answers a worker token.
 #[utoipa::path(post, path = "/api/v1/worker/register", tag = "workers", request_body = RegisterWorker,
-    responses((status = 200, body = WorkerRegistered), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = WorkerRegistered), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 409, description = "The name belongs to another worker", body = ErrorBody)),
     security(("enroll_token" = [])))]
 async fn register(
     State(state): State<AppState>,
-    _enrolled: Enrollment,
+    enrolled: Enrollment,
     ApiJson(req): ApiJson<RegisterWorker>,
 ) -> ApiResult<Json<WorkerRegistered>> {
     let name_ok = |s: &str| {
@@ -60,18 +61,30 @@ async fn register(
         ));
     }
     let token = new_token();
-    let host_id: i64 = sqlx::query_scalar(
+    // A registered name is taken over only by its own worker (its current token) or an
+    // operator, decided in the same statement that writes the new token.
+    let host_id: Option<i64> = sqlx::query_scalar(
         "INSERT INTO hosts (name, host_group, machine, token_hash) VALUES ($1, $2, $3, $4)
          ON CONFLICT (name) DO UPDATE SET host_group = EXCLUDED.host_group, machine = EXCLUDED.machine,
              token_hash = EXCLUDED.token_hash, last_seen_at = now()
+         WHERE $5 OR hosts.token_hash = $6
          RETURNING id",
     )
     .bind(&req.name)
     .bind(&req.host_group)
     .bind(serde_json::to_value(&req.machine).map_err(anyhow::Error::from)?)
     .bind(hash_token(&token))
-    .fetch_one(&state.db)
+    .bind(enrolled.operator)
+    .bind(req.previous_token.as_deref().map(hash_token))
+    .fetch_optional(&state.db)
     .await?;
+    let host_id = host_id.ok_or_else(|| {
+        ApiError::Conflict(format!(
+            "worker name `{}` is registered by another worker: register again with its current token \
+             (`previous_token`, kept in the worker's work directory), with an operator's token, or under another name",
+            req.name
+        ))
+    })?;
     // A host that registers again has restarted: whatever it was running is not coming back.
     let requeued = sqlx::query(
         "UPDATE tasks SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
@@ -86,6 +99,13 @@ async fn register(
     if requeued.rows_affected() > 0 {
         crate::queue::notify_queued(&state.db).await?;
     }
+    // A host came (or came back): its group's shares change.
+    crate::store::wakeups::wake_group(
+        &state.db,
+        &req.host_group,
+        crate::store::wakeups::Reason::HostsChanged,
+    )
+    .await?;
     tracing::info!(
         host_id,
         name = req.name,
@@ -209,6 +229,7 @@ async fn upload_run(
     Path(id): Path<i64>,
     ApiJson(run): ApiJson<RunUpload>,
 ) -> ApiResult<StatusCode> {
+    let started = std::time::Instant::now();
     let task: Option<UploadTarget> = sqlx::query_as(
         "SELECT t.bisect_id, t.sha AS task_sha, t.pair_sha, t.runs, t.state AS task_state,
                 t.host_id AS holder, b.metric FROM tasks t
@@ -274,9 +295,13 @@ async fn upload_run(
             ),
         ));
     }
-    sqlx::query(
+    // The holder is checked again in the statement that writes (the task row locked for
+    // it): a lease that ran out since the check above leaves nothing written.
+    let inserted = sqlx::query(
         "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at, environment)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (task_id, iteration) DO NOTHING",
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+         FROM (SELECT 1 FROM tasks WHERE id = $1 AND host_id = $4 AND state = 'running' FOR SHARE) AS held
+         ON CONFLICT (task_id, iteration) DO NOTHING",
     )
     .bind(id)
     .bind(bisect_id)
@@ -291,7 +316,22 @@ async fn upload_run(
     .bind(serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?)
     .execute(&state.db)
     .await?;
-    renew(&state, id, host.host_id).await?;
+    let renewed = renew(&state, id, host.host_id).await?;
+    if inserted.rows_affected() == 0 && renewed.is_none() {
+        return Err(ApiError::Conflict(format!(
+            "task {id} is not running on this host any more"
+        )));
+    }
+    // New evidence: the scheduler decides again, off this request's path.
+    if inserted.rows_affected() > 0 {
+        crate::store::wakeups::wake(
+            &state.db,
+            bisect_id,
+            crate::store::wakeups::Reason::RunStored,
+        )
+        .await?;
+    }
+    crate::metrics::observe_upload(started.elapsed());
     Ok(StatusCode::CREATED)
 }
 
@@ -306,6 +346,7 @@ async fn complete(
     Path(id): Path<i64>,
     ApiJson(req): ApiJson<CompleteTask>,
 ) -> ApiResult<StatusCode> {
+    let started = std::time::Instant::now();
     let tail = req.log_tail.map(|t| {
         t.chars()
             .rev()
@@ -338,9 +379,9 @@ async fn complete(
     if req.outcome == TaskOutcome::Error {
         crate::queue::notify_queued(&state.db).await?;
     }
-    crate::scheduler::advance(&state, bisect)
-        .await
-        .map_err(ApiError::Internal)?;
+    crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
+        .await?;
+    crate::metrics::observe_complete(started.elapsed());
     Ok(StatusCode::OK)
 }
 

@@ -141,13 +141,15 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
     .bind(&b.metric)
     .fetch_all(db)
     .await?;
-    let (assessments, repo_url): (serde_json::Value, String) = sqlx::query_as(
-        "SELECT b.assessments, r.url FROM bisects b JOIN repositories r ON r.id = b.repository_id
+    let repo_url: String = sqlx::query_scalar(
+        "SELECT r.url FROM bisects b JOIN repositories r ON r.id = b.repository_id
          WHERE b.id = $1",
     )
     .bind(id)
     .fetch_one(db)
     .await?;
+    // Every candidate's verdict, from the incrementally written table.
+    let assessments = crate::store::assessments::as_json(db, id).await?;
     let candidates: Vec<String> = sqlx::query_scalar(
         "SELECT sha FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
     )

@@ -4,6 +4,7 @@ use super::error::PageError;
 use super::format::{self, short_sha};
 use crate::AppState;
 use crate::api::load_bisect;
+use crate::store::summaries::{self, ListFilter};
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Html;
@@ -52,6 +53,30 @@ pub struct Row {
     pub culprit: Option<(String, String)>,
     pub age: String,
     pub created_iso: String,
+}
+
+fn row_of(b: &perfbisect_wire::api::Bisect, now: chrono::DateTime<Utc>) -> Row {
+    Row {
+        id: b.id,
+        status_label: format::status_label(&b.status),
+        status_class: format::status_class(&b.status),
+        culprit: b.culprit.as_ref().map(|c| {
+            (
+                short_sha(&c.commit.sha).to_string(),
+                c.commit.subject.clone(),
+            )
+        }),
+        age: format::age(b.created_at, now),
+        created_iso: format::iso(b.created_at),
+        repository: b.repository.clone(),
+        good: b.good.rev.clone(),
+        bad: b.bad.rev.clone(),
+        metric: b.metric.clone(),
+        testcase: b.testcase.clone(),
+        candidates_remaining: b.candidates_remaining,
+        candidates_total: b.candidates_total,
+        runs_done: b.runs_done,
+    }
 }
 
 /// A choice of a filter's `<select>`.
@@ -125,57 +150,47 @@ pub async fn page(
             .filter(|p| *p >= 1)
             .ok_or_else(|| PageError::BadRequest(format!("`{p}` is not a page number")))?,
     };
-    // The same filters as `GET /api/v1/bisects`.
-    let filter = "($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
-                  AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)";
-    let from = "FROM bisects b JOIN repositories r ON r.id = b.repository_id
-                JOIN job_specs j ON j.id = b.job_spec_id";
-    let (total,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) {from} WHERE {filter}"
-    )))
-    .bind(some(&f.status))
-    .bind(some(&f.repository))
-    .bind(some(&f.testcase))
-    .bind(some(&f.metric))
-    .fetch_one(&state.db)
-    .await?;
-    let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT b.id {from} WHERE {filter} ORDER BY b.id DESC LIMIT $5 OFFSET $6"
-    )))
-    .bind(some(&f.status))
-    .bind(some(&f.repository))
-    .bind(some(&f.testcase))
-    .bind(some(&f.metric))
-    .bind(PAGE_SIZE)
-    .bind((page - 1) * PAGE_SIZE)
-    .fetch_all(&state.db)
-    .await?;
-    // Each row through `load_bisect`, so that progress reads exactly as on the bisect's own
-    // page and in the API (a page is at most PAGE_SIZE bisects).
+    // The same filters and summary loader as `GET /api/v1/bisects`.
+    let filter = ListFilter {
+        status: some(&f.status),
+        repository: some(&f.repository),
+        testcase: some(&f.testcase),
+        metric: some(&f.metric),
+    };
+    let total = summaries::count(&state.db, filter).await?;
+    let found = summaries::list(&state.db, filter, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
     let now = Utc::now();
-    let mut rows = Vec::with_capacity(ids.len());
-    for id in ids {
-        let b = load_bisect(&state, id).await?;
-        rows.push(Row {
-            id: b.id,
-            status_label: format::status_label(&b.status),
-            status_class: format::status_class(&b.status),
-            culprit: b.culprit.as_ref().map(|c| {
-                (
-                    short_sha(&c.commit.sha).to_string(),
-                    c.commit.subject.clone(),
-                )
-            }),
-            age: format::age(b.created_at, now),
-            created_iso: format::iso(b.created_at),
-            repository: b.repository,
-            good: b.good.rev,
-            bad: b.bad.rev,
-            metric: b.metric,
-            testcase: b.testcase,
-            candidates_remaining: b.candidates_remaining,
-            candidates_total: b.candidates_total,
-            runs_done: b.runs_done,
+    let mut rows = Vec::with_capacity(found.len());
+    for s in found {
+        rows.push(match (s.candidates_total, s.candidates_remaining) {
+            (Some(total), Some(remaining)) => Row {
+                id: s.id,
+                status_label: format::status_label(&s.status),
+                status_class: format::status_class(&s.status),
+                culprit: s.culprit_sha.as_ref().map(|sha| {
+                    (
+                        short_sha(sha).to_string(),
+                        s.culprit_subject.clone().unwrap_or_default(),
+                    )
+                }),
+                age: format::age(s.created_at, now),
+                created_iso: format::iso(s.created_at),
+                // As `load_bisect` counts them, so the row reads as the bisect's own page.
+                candidates_remaining: if s.culprit_sha.is_some() {
+                    1
+                } else {
+                    remaining as usize
+                },
+                candidates_total: total as usize,
+                runs_done: s.runs_done as usize,
+                repository: s.repository,
+                good: s.good_rev,
+                bad: s.bad_rev,
+                metric: s.metric,
+                testcase: s.testcase,
+            },
+            // Not yet advanced, or stored before the summary columns: the full view.
+            _ => row_of(&load_bisect(&state, s.id).await?, now),
         });
     }
     let repositories: Vec<String> =

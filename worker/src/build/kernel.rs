@@ -3,9 +3,17 @@
 //! with the job's compiler, through ccache when it is installed.
 //!
 //! The source tree is one per repository, moved from commit to commit, and the object tree
-//! one per (repository, recipe): an incremental build, as in `git bisect` by hand. The cache
-//! entry gets what deployment needs: `vmlinuz`, `modules.cpio` (`/lib/modules/<release>` as
-//! an initramfs piece), `kernel.release`, `config` and `System.map`.
+//! one per (repository, architecture, compiler): an incremental build, as in `git bisect`
+//! by hand. Jobs that differ only in their kconfig or pinned options share the object tree
+//! too: `make olddefconfig` rewrites `.config` and Kbuild rebuilds only what the changed
+//! options reach, so changing one pinned option does not rebuild from scratch.
+//!
+//! Every kernel carries its commit in its release: `LOCALVERSION=-pb<12 hex digits>` is
+//! appended (`6.1.158-pb0123456789ab`), so the runners can tell one commit's kernel from
+//! another's; the build's version string (`uname -v`: build number and time, in the image's
+//! boot header) tells two builds of one commit apart. The cache entry gets what deployment
+//! needs: `vmlinuz`, `modules.cpio` (`/lib/modules/<release>` as an initramfs piece),
+//! `kernel.release`, `config` and `System.map`.
 
 use super::{BuildError, Builder};
 use crate::checkout::short_hash;
@@ -19,8 +27,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+/// What the recipe appends to the release of the kernel built from `sha`.
+pub fn localversion(sha: &str) -> String {
+    let short: String = sha.chars().take(12).collect();
+    format!("-pb{short}")
+}
+
 /// The shell steps of the recipe. `$SRC`, `$OBJ`, `$OUT` and `$STAGE` are set by the caller.
-pub fn script(job: &JobSpec, jobs: usize, ccache: bool) -> String {
+pub fn script(job: &JobSpec, sha: &str, jobs: usize, ccache: bool) -> String {
     let arch = job.build.arch.as_deref().unwrap_or("x86_64");
     let image = job.build.image.as_deref().unwrap_or("bzImage");
     let cc = job.compiler.as_deref().unwrap_or("gcc");
@@ -31,7 +45,7 @@ pub fn script(job: &JobSpec, jobs: usize, ccache: bool) -> String {
     };
     format!(
         r#"set -eu
-M="make -C $SRC O=$OBJ ARCH={arch} CC={cc_q} HOSTCC={host_q}"
+M="make -C $SRC O=$OBJ ARCH={arch} CC={cc_q} HOSTCC={host_q} LOCALVERSION={lv}"
 $M olddefconfig
 $M -j{jobs} {image}
 if grep -q '^CONFIG_MODULES=y' "$OBJ/.config"; then
@@ -45,6 +59,7 @@ cp "$OBJ/.config" "$OUT/config"
 cp "$OBJ/System.map" "$OUT/System.map" 2>/dev/null || true
 "#,
         cc_q = quote(&cc_arg),
+        lv = quote(&localversion(sha)),
         host_q = quote(cc),
         release = KERNEL_RELEASE,
         kernel = KERNEL_IMAGE,
@@ -68,6 +83,7 @@ pub fn dot_config(kconfig: &str, job: &JobSpec) -> String {
 #[allow(clippy::too_many_arguments)]
 pub async fn build_tree(
     job: &JobSpec,
+    sha: &str,
     kconfig: &str,
     src: &Path,
     obj: &Path,
@@ -98,7 +114,7 @@ pub async fn build_tree(
         env.push(("CCACHE_NOHASHDIR".into(), "1".into()));
     }
     let output = exec::shell(
-        &script(job, jobs, ccache_dir.is_some()),
+        &script(job, sha, jobs, ccache_dir.is_some()),
         src,
         &env,
         Duration::from_secs(job.timeouts.build_secs),
@@ -156,16 +172,17 @@ pub async fn build(
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
     let build_hash = job.build_hash();
-    let obj = builder.workspace.root().join("obj").join(format!(
-        "{}-{}",
-        short_hash(&task.repository_url),
-        &build_hash[..16]
-    ));
+    let obj = builder
+        .workspace
+        .root()
+        .join("obj")
+        .join(object_tree_name(&task.repository_url, job));
     let out = builder.cache.begin(sha, &build_hash)?;
     let ccache_dir = (builder.ccache && super::which("ccache").is_some())
         .then(|| builder.workspace.root().join("ccache"));
     build_tree(
         job,
+        sha,
         &kconfig,
         &src,
         &obj,
@@ -176,6 +193,25 @@ pub async fn build(
         cancel,
     )
     .await
+}
+
+/// The object tree's directory name: one per repository, architecture and compiler. The
+/// config is not part of it (see the module's comment).
+pub fn object_tree_name(repository_url: &str, job: &JobSpec) -> String {
+    let arch = job.build.arch.as_deref().unwrap_or("x86_64");
+    let cc = job.compiler.as_deref().unwrap_or("gcc");
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!("{}-{}-{}", short_hash(repository_url), safe(arch), safe(cc))
 }
 
 #[cfg(test)]
@@ -199,15 +235,44 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_pinned_option_keeps_the_object_tree() {
+        let a = job();
+        let mut b = job();
+        b.build.config.push("CONFIG_PREEMPT_NONE=y".into());
+        assert_ne!(
+            a.build_hash(),
+            b.build_hash(),
+            "a new recipe, a new cache entry"
+        );
+        assert_eq!(
+            object_tree_name("file:///srv/linux", &a),
+            object_tree_name("file:///srv/linux", &b),
+            "the same object tree, rebuilt incrementally"
+        );
+        let mut c = job();
+        c.compiler = Some("clang-16".into());
+        assert_ne!(
+            object_tree_name("file:///srv/linux", &a),
+            object_tree_name("file:///srv/linux", &c)
+        );
+    }
+
+    #[test]
+    fn the_release_carries_the_commit() {
+        let s = script(&job(), "0123456789abcdef0123", 2, false);
+        assert!(s.contains("LOCALVERSION='-pb0123456789ab'"), "{s}");
+    }
+
+    #[test]
     fn the_recipe_builds_out_of_tree_with_the_job_s_compiler() {
-        let plain = script(&job(), 8, false);
+        let plain = script(&job(), "0123456789ab", 8, false);
         assert!(
             plain.contains("O=$OBJ ARCH=x86_64 CC='gcc-12' HOSTCC='gcc-12'"),
             "{plain}"
         );
         assert!(plain.contains("-j8 bzImage"), "{plain}");
         assert!(plain.contains("olddefconfig"));
-        let cached = script(&job(), 8, true);
+        let cached = script(&job(), "0123456789ab", 8, true);
         assert!(
             cached.contains("CC='ccache gcc-12' HOSTCC='gcc-12'"),
             "{cached}"

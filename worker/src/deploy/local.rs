@@ -46,6 +46,7 @@ pub async fn run(
         end,
         log,
         environment: this_machine(host),
+        vm_end: None,
     })
 }
 
@@ -72,5 +73,9 @@ pub fn this_machine(host: &str) -> RunEnvironment {
         cpu_governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         microcode,
         boot_method: Some("none".into()),
+        kernel_version: nix::sys::utsname::uname()
+            .ok()
+            .map(|u| u.version().to_string_lossy().into_owned()),
+        machine: Some(crate::machine::describe()),
     }
 }

@@ -58,6 +58,45 @@ pub struct RunOutcome {
     pub end: RunEnd,
     pub log: String,
     pub environment: RunEnvironment,
+    /// How the VM stopped (`qemu` runs only).
+    pub vm_end: Option<VmEnd>,
+}
+
+/// How a qemu run's VM stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmEnd {
+    /// The results' end marker arrived and the worker stopped the VM: the normal end,
+    /// whatever the guest would have done next (halt, hang, power off).
+    ResultsMarker,
+    /// qemu exited by itself before the marker (the guest powered off, rebooted under
+    /// `-no-reboot`, wrote to isa-debug-exit, or crashed): its exit status.
+    GuestExited(Option<i32>),
+    /// The boot or run timeout ran out; the worker stopped the VM.
+    TimedOut,
+    Cancelled,
+}
+
+/// Why the running kernel is not the built one: its release (which carries the commit) or
+/// its version (`uname -v`, the build's number and time) differ. None when it is, or when
+/// there is nothing to compare.
+pub fn wrong_kernel(
+    expected_release: Option<&str>,
+    expected_version: Option<&str>,
+    env: &RunEnvironment,
+) -> Option<String> {
+    if let (Some(want), Some(got)) = (expected_release, env.kernel_release.as_deref())
+        && want != got
+    {
+        return Some(format!("kernel {got}, not the built {want}"));
+    }
+    if let (Some(want), Some(got)) = (expected_version, env.kernel_version.as_deref())
+        && want != got
+    {
+        return Some(format!(
+            "another build of the kernel ({got}), not the built one ({want})"
+        ));
+    }
+    None
 }
 
 /// The artifact at `rel` in the build, which must exist.

@@ -4,9 +4,13 @@
 //! appended: `/init` and `/perfbisect/{bench,env,run}` (see `guest`). The first serial port
 //! is the console (kept as the run's log), the second the results channel, read as qemu's
 //! standard output. The boot timeout runs until the guest says it booted, then the run
-//! timeout; the guest powers off when the benchmark is done.
+//! timeout. The run ends when the results' end marker arrives: the worker stops qemu then,
+//! whatever the guest does next (a kernel without ACPI only halts on `poweroff`, and
+//! `-no-reboot` keeps such a VM alive forever). The guest's own exits (isa-debug-exit,
+//! poweroff, reboot) end runs whose marker never comes. The kernel's release and version
+//! (`uname -v`) reported by the guest must be those of the built image.
 
-use super::{DeployError, RunEnd, RunOutcome, RunRequest};
+use super::{DeployError, RunEnd, RunOutcome, RunRequest, VmEnd};
 use crate::config::QemuConfig;
 use crate::exec::{self, Ending};
 use crate::guest;
@@ -53,6 +57,7 @@ pub async fn run(
         .expect("validated: a qemu job has a kernel");
     let kernel = super::artifact(req.artifacts, kernel_rel)?;
     let expected = super::expected_release(req.artifacts, &kernel);
+    let expected_version = crate::initramfs::image_version(&kernel);
     let pieces = super::initrd_pieces(req, rootfs_dir)?;
     std::fs::create_dir_all(scratch)?;
     let initrd = scratch.join("initrd.cpio");
@@ -60,16 +65,20 @@ pub async fn run(
     let console = scratch.join("console.log");
     let _ = std::fs::remove_file(&console);
 
-    let mut cmdline = "console=ttyS0 panic=-1 quiet".to_string();
+    let mut cmdline = format!(
+        "console=ttyS0 panic=-1 quiet perfbisect.hostname={}",
+        guest_name()
+    );
     if let Some(extra) = &job.deploy.cmdline {
         cmdline.push(' ');
         cmdline.push_str(extra);
     }
-    let mut cmd = tokio::process::Command::new(&qemu.binary);
+    let mut cmd = exec::new_command(&qemu.binary);
     cmd.args(["-accel", &qemu.accel])
         .args(["-m", &job.deploy.memory_mb.unwrap_or(512).to_string()])
         .args(["-smp", &job.deploy.cpus.unwrap_or(1).to_string()])
         .args(["-display", "none", "-monitor", "none", "-no-reboot"])
+        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
         .arg("-serial")
         .arg(format!("file:{}", console.display()))
         .args(["-serial", "stdio"])
@@ -103,23 +112,29 @@ pub async fn run(
     let mut booted = false;
     let mut chunk = [0u8; 8192];
     let mut eof = false;
-    let ending = loop {
+    let (ending, vm_end) = loop {
         tokio::select! {
             n = stdout.read(&mut chunk), if !eof => match n {
                 Ok(0) | Err(_) => eof = true,
                 Ok(n) => {
                     channel.extend_from_slice(&chunk[..n]);
-                    if !booted && String::from_utf8_lossy(&channel).contains(guest::BOOTED) {
+                    let text = String::from_utf8_lossy(&channel);
+                    if !booted && text.contains(guest::BOOTED) {
                         booted = true;
                         deadline = Instant::now() + Duration::from_secs(job.timeouts.run_secs);
+                    }
+                    if guest::finished(&text) {
+                        // The exit status is the benchmark's, read from the report.
+                        break (Ending::Exited(0), VmEnd::ResultsMarker);
                     }
                 }
             },
             status = child.wait(), if eof => {
-                break match status?.code() { Some(c) => Ending::Exited(c), None => Ending::Signalled };
+                let code = status?.code();
+                break (code.map_or(Ending::Signalled, Ending::Exited), VmEnd::GuestExited(code));
             }
-            _ = tokio::time::sleep_until(deadline) => break Ending::TimedOut,
-            _ = exec::cancelled(cancel) => break Ending::Cancelled,
+            _ = tokio::time::sleep_until(deadline) => break (Ending::TimedOut, VmEnd::TimedOut),
+            _ = exec::cancelled(cancel) => break (Ending::Cancelled, VmEnd::Cancelled),
         }
     };
     if let Some(pgid) = pgid {
@@ -136,7 +151,7 @@ pub async fn run(
     let report = guest::parse(&String::from_utf8_lossy(&channel));
     let mut environment = report.environment.clone();
     environment.boot_method = Some("qemu".into());
-    environment.host.get_or_insert_with(|| "qemu".into());
+    environment.host.get_or_insert_with(guest_name);
 
     let end = match ending {
         Ending::Cancelled => RunEnd::Cancelled,
@@ -145,16 +160,19 @@ pub async fn run(
                 "the kernel did not start the job within {} s",
                 job.timeouts.boot_secs
             ),
-            Ending::Exited(c) if c != 0 => {
+            // isa-debug-exit makes qemu exit with (value << 1) | 1.
+            Ending::Exited(c) if c != 0 && c != 3 => {
                 format!("qemu exited with status {c} before the job started")
             }
             _ => "the VM stopped before the job started (kernel panic?)".into(),
         }),
-        _ => match (&expected, &environment.kernel_release) {
-            (Some(want), Some(got)) if want != got => {
-                RunEnd::BootFailed(format!("the VM runs kernel {got}, not the built {want}"))
-            }
-            _ => RunEnd::Ran {
+        _ => match super::wrong_kernel(
+            expected.as_deref(),
+            expected_version.as_deref(),
+            &environment,
+        ) {
+            Some(why) => RunEnd::BootFailed(format!("the VM runs {why}")),
+            None => RunEnd::Ran {
                 ending: match (ending, report.exit) {
                     (Ending::TimedOut, _) => Ending::TimedOut,
                     (_, Some(code)) => Ending::Exited(code),
@@ -172,9 +190,33 @@ pub async fn run(
     {
         log.push_str("\nperfbisect: the VM stopped before the benchmark finished\n");
     }
+    match vm_end {
+        VmEnd::ResultsMarker => {
+            log.push_str("\nperfbisect: results received; the VM was stopped\n")
+        }
+        VmEnd::GuestExited(code) => log.push_str(&format!(
+            "\nperfbisect: the VM exited by itself (status {})\n",
+            code.map_or("killed".to_string(), |c| c.to_string())
+        )),
+        _ => {}
+    }
     Ok(RunOutcome {
         end,
         log,
         environment,
+        vm_end: Some(vm_end),
     })
+}
+
+/// The guest's hostname: this machine's, marked as a VM.
+fn guest_name() -> String {
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "worker".into());
+    let clean: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+        .take(50)
+        .collect();
+    format!("{clean}-vm")
 }

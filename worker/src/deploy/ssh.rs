@@ -44,7 +44,7 @@ impl SshHost {
     }
 
     fn ssh(&self, remote: &str) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("ssh");
+        let mut cmd = exec::new_command("ssh");
         cmd.args(["-p", &self.cfg.port.to_string()])
             .args(["-o", "BatchMode=yes"])
             .args(["-o", &format!("ConnectTimeout={CONNECT_SECS}")])
@@ -257,14 +257,18 @@ impl SshHost {
         if *cancel.borrow() {
             return Ok(None);
         }
-        let running = self.must("uname -r", None).await?.trim().to_string();
-        if let Some(want) = expected
-            && want != running
+        let uname = self.must("uname -r; uname -v", None).await?;
+        let mut lines = uname.lines().map(|l| l.trim().to_string());
+        let running = perfbisect_wire::worker::RunEnvironment {
+            kernel_release: lines.next(),
+            kernel_version: lines.next(),
+            ..Default::default()
+        };
+        let expected_version = crate::initramfs::image_version(&kernel);
+        if let Some(why) =
+            super::wrong_kernel(expected.as_deref(), expected_version.as_deref(), &running)
         {
-            return Ok(Some(format!(
-                "{} came back running kernel {running}, not the built {want}",
-                self.target
-            )));
+            return Ok(Some(format!("{} came back running {why}", self.target)));
         }
         self.booted_sha = Some(req.sha.to_string());
         Ok(None)
@@ -289,6 +293,7 @@ impl SshHost {
                     end: RunEnd::Cancelled,
                     log,
                     environment: Default::default(),
+                    vm_end: None,
                 });
             }
             if let Some(reason) = failed {
@@ -296,6 +301,7 @@ impl SshHost {
                     end: RunEnd::BootFailed(reason),
                     log,
                     environment: Default::default(),
+                    vm_end: None,
                 });
             }
         } else {
@@ -366,6 +372,7 @@ impl SshHost {
             end,
             log,
             environment,
+            vm_end: None,
         })
     }
 }

@@ -9,10 +9,17 @@
 //! ```
 //! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
 //! (gauss|t3|bimodal|drift), skip (unbuildable rate), fail (incomplete-run rate), w, conf,
-//! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr.
+//! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr,
+//! second (size of a second change at another random commit), drift (relative per run),
+//! warmup (relative slowdown of the first runs, decaying over 20 runs), noiseafter (noise
+//! multiplier at commits that carry the change), build (a build's cost in runs).
+//! noise also takes skewed (one-sided multiplicative) and outliers.
+//! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
+//! is not right); wrong = a commit named that is not a planted culprit; M = machine time in
+//! runs (runs + builds × build cost).
 
 use perfbisect_engine::sim::{
-    Baseline, Noise, Trial, World, run_baseline, run_trial, run_trial_observed,
+    Baseline, Lab, Noise, Trial, World, run_baseline, run_trial, run_trial_observed,
 };
 use perfbisect_engine::synth::{self, Shape, SplitMix};
 use perfbisect_engine::{
@@ -39,6 +46,11 @@ struct Cell {
     change: bool,
     max_runs: u32,
     rpr: u32,
+    second: Option<f64>,
+    drift: f64,
+    warmup: f64,
+    noise_after: f64,
+    build: f64,
 }
 
 impl Default for Cell {
@@ -59,6 +71,11 @@ impl Default for Cell {
             change: true,
             max_runs: 3000,
             rpr: 5,
+            second: None,
+            drift: 0.0,
+            warmup: 0.0,
+            noise_after: 1.0,
+            build: 1.0,
         }
     }
 }
@@ -87,6 +104,11 @@ impl Cell {
                 "change" => c.change = v != "no",
                 "max" => c.max_runs = num()? as u32,
                 "rpr" => c.rpr = num()? as u32,
+                "second" => c.second = Some(num()?),
+                "drift" => c.drift = num()?,
+                "warmup" => c.warmup = num()?,
+                "noiseafter" => c.noise_after = num()?,
+                "build" => c.build = num()?,
                 _ => return Err(format!("unknown key {k:?}")),
             }
         }
@@ -116,6 +138,24 @@ impl Cell {
         if let Some(up) = self.up {
             s += if up { " dir=up" } else { " dir=down" };
         }
+        if let Some(x) = self.second {
+            s += &format!(" second={}%", 100.0 * x);
+        }
+        if self.drift != 0.0 {
+            s += &format!(" drift={}%/100", 1e4 * self.drift);
+        }
+        if self.warmup != 0.0 {
+            s += &format!(" warmup={}%", 100.0 * self.warmup);
+        }
+        if self.noise_after != 1.0 {
+            s += &format!(" noiseafter={}x", self.noise_after);
+        }
+        if self.build != 1.0 {
+            s += &format!(" build={}", self.build);
+        }
+        if self.max_runs != 3000 {
+            s += &format!(" max={}", self.max_runs);
+        }
         if !self.change {
             s += " NO-CHANGE";
         }
@@ -128,6 +168,8 @@ impl Cell {
             "t3" => Noise::StudentT3 { cv },
             "bimodal" => Noise::Bimodal { cv },
             "drift" => Noise::Drift { cv },
+            "skewed" => Noise::Skewed { cv },
+            "outliers" => Noise::Outliers { cv },
             _ => Noise::Gaussian { cv },
         }
     }
@@ -141,6 +183,15 @@ impl Cell {
         let graph = synth::graph(shape, seed);
         let mut rng = SplitMix::new(seed ^ 0xc0ffee);
         let culprit = self.change.then(|| rng.below(graph.len()));
+        let mut extra_changes = Vec::new();
+        if let (Some(size), Some(first)) = (self.second, culprit) {
+            // Another commit, at least a few commits away from the first.
+            let mut other = rng.below(graph.len());
+            while other.abs_diff(first) < 3 {
+                other = rng.below(graph.len());
+            }
+            extra_changes.push((other, size));
+        }
         let untestable: BTreeSet<usize> = (0..graph.len() - 1)
             .filter(|&c| Some(c) != culprit && rng.uniform() < self.skip)
             .collect();
@@ -151,6 +202,14 @@ impl Cell {
             noise: self.noise(),
             untestable,
             incomplete_rate: self.fail,
+            lab: Lab {
+                extra_changes,
+                drift_per_run: self.drift,
+                warmup: self.warmup,
+                noise_after: self.noise_after,
+                build_cost: self.build,
+                ..Lab::default()
+            },
         }
     }
 
@@ -225,7 +284,30 @@ fn standard_cells() -> Vec<String> {
     cells.push("w=8 cv=0.05".into());
     // A user who knows the magnitude and direction.
     cells.push("cv=0.05 magnitude=0.03 dir=up".into());
+    // Real histories (issue 9): several changes, drift and warm-up, noise that changes at the
+    // culprit, skewed noise and outliers, a deterministic metric with dear builds, and the
+    // product's default budget of 400 runs.
+    cells.extend(situation_cells());
     cells
+}
+
+/// The cells for the situations the engine met outside its one-step, stationary model.
+fn situation_cells() -> Vec<String> {
+    [
+        "delta=0.015 second=0.015",
+        "delta=0.03 second=-0.015",
+        "drift=0.0003",
+        "warmup=0.06",
+        "noiseafter=2",
+        "noise=skewed",
+        "noise=outliers",
+        "n=200 cv=0 build=30",
+        "max=400",
+        "cv=0.05 max=400",
+        "change=no max=400",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// What one trial came to.
@@ -236,6 +318,8 @@ struct One {
     wrong: bool,
     in_set: bool,
     runs: u32,
+    builds: u32,
+    machine: f64,
     rounds: u32,
     stalled: bool,
 }
@@ -249,6 +333,8 @@ struct Row {
     wrong: f64,
     in_set: f64,
     mean_runs: f64,
+    mean_builds: f64,
+    mean_machine: f64,
     p90_runs: u32,
     median_runs: u32,
     median_rounds: u32,
@@ -276,8 +362,10 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                 );
                             }
                             let correct = trial.correct(&world);
-                            let found = matches!(trial.outcome, Outcome::Found { .. });
-                            let wrong = found && !correct;
+                            let named = trial.named();
+                            let truth = world.culprits();
+                            let found = !named.is_empty();
+                            let wrong = named.iter().any(|c| !truth.contains(c));
                             let in_set = match (&trial.outcome, world.culprit) {
                                 (Outcome::Found { culprit, .. }, Some(c)) => *culprit == c,
                                 (Outcome::Inconclusive { candidates, .. }, Some(c)) => {
@@ -291,6 +379,8 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                 wrong,
                                 in_set,
                                 runs: trial.runs,
+                                builds: trial.builds,
+                                machine: trial.machine,
                                 rounds: trial.rounds,
                                 stalled: trial.stalled,
                             }
@@ -320,6 +410,8 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
         wrong: frac(&|r| r.wrong),
         in_set: frac(&|r| r.in_set),
         mean_runs: runs.iter().map(|&x| x as f64).sum::<f64>() / k,
+        mean_builds: results.iter().map(|r| r.builds as f64).sum::<f64>() / k,
+        mean_machine: results.iter().map(|r| r.machine).sum::<f64>() / k,
         p90_runs: q(&runs, 0.9),
         median_runs: q(&runs, 0.5),
         median_rounds: q(&rounds, 0.5),
@@ -331,7 +423,7 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
 
 fn header() {
     println!(
-        "| {:<54} | {:<5} | {:>5} | {:>6} | {:>6} | {:>6} | {:>6} | {:>6} | {:>5} | {:>5} | {:>6} | {:>6} | {:>3} | {:>5} |",
+        "| {:<70} | {:<5} | {:>5} | {:>6} | {:>6} | {:>6} | {:>6} | {:>6} | {:>5} | {:>5} | {:>6} | {:>7} | {:>6} | {:>6} | {:>3} | {:>5} |",
         "cell",
         "eng",
         "trial",
@@ -342,17 +434,19 @@ fn header() {
         "meanR",
         "p50R",
         "p90R",
+        "builds",
+        "meanM",
         "p50rd",
         "meanrd",
         "hng",
         "secs"
     );
-    println!("|{}|", "-".repeat(150));
+    println!("|{}|", "-".repeat(182));
 }
 
 fn print_row(r: &Row) {
     println!(
-        "| {:<54} | {:<5} | {:>5} | {:>6.1} | {:>6.1} | {:>6.2} | {:>6.1} | {:>6.1} | {:>5} | {:>5} | {:>6} | {:>6.1} | {:>3} | {:>5.1} |",
+        "| {:<70} | {:<5} | {:>5} | {:>6.1} | {:>6.1} | {:>6.2} | {:>6.1} | {:>6.1} | {:>5} | {:>5} | {:>6.1} | {:>7.1} | {:>6} | {:>6.1} | {:>3} | {:>5.1} |",
         r.name,
         r.engine,
         r.trials,
@@ -363,6 +457,8 @@ fn print_row(r: &Row) {
         r.mean_runs,
         r.median_runs,
         r.p90_runs,
+        r.mean_builds,
+        r.mean_machine,
         r.median_rounds,
         r.mean_rounds,
         r.stalls,

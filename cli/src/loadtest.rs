@@ -1,0 +1,774 @@
+//! `perfbisect loadtest`: fake workers over the real worker protocol against a real server
+//! process, printing the figures issue 14 sets targets for.
+//!
+//! Three scenarios, each on a fresh server (and its embedded PostgreSQL, unless
+//! `--database-url` is given):
+//! - large: one bisect over a generated linear range of `--large-commits` candidates (made with
+//!   `git fast-import`), worked by `--large-hosts` fake hosts: submit time against
+//!   `git rev-list --bisect-all` on the same range in the same run, upload and complete p99,
+//!   scheduling round time, server RSS during and after;
+//! - alone: one small bisect with one host, the baseline of runs per bisect;
+//! - fleet: `--bisects` small bisects worked by `--hosts` fake hosts: claim p99, lease expiries
+//!   nobody caused, runs per bisect against the baseline, list-page latency.
+//!
+//! A fake host claims, "runs" for `--run-ms` per run, uploads a value drawn around 100 (5 %
+//! higher from the planted commit on, 1 % noise) and completes; it never dies, so every lease
+//! expiry is one the server caused.
+
+use crate::api::Api;
+use crate::demo::{start_server, wait_healthy};
+use crate::processes::{Process, free_port};
+use anyhow::{Context, bail};
+use perfbisect_wire::api::SubmitBisect;
+use perfbisect_wire::worker::TaskAssignment;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const API_TOKEN: &str = "loadtest-api-token";
+const ENROLL_TOKEN: &str = "loadtest-enroll-token";
+const METRIC: &str = "load.score";
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadtestArgs {
+    /// Candidates of the large range.
+    #[arg(long, default_value_t = 100_000)]
+    pub large_commits: usize,
+    /// Fake hosts working the large bisect.
+    #[arg(long, default_value_t = 64)]
+    pub large_hosts: usize,
+    /// Candidates of each small range (alone and fleet).
+    #[arg(long, default_value_t = 499)]
+    pub small_commits: usize,
+    /// Fake hosts of the fleet.
+    #[arg(long, default_value_t = 1000)]
+    pub hosts: usize,
+    /// Bisects of the fleet, all active at once.
+    #[arg(long, default_value_t = 500)]
+    pub bisects: usize,
+    /// How long a fake benchmark run takes.
+    #[arg(long, default_value_t = 20)]
+    pub run_ms: u64,
+    /// Scenarios to run (large, alone, fleet).
+    #[arg(long, value_delimiter = ',', default_value = "large,alone,fleet")]
+    pub only: Vec<String>,
+    /// Where repositories, servers and their databases live (removed first).
+    #[arg(long, default_value = ".perfbisect/loadtest")]
+    pub dir: PathBuf,
+    /// Use this PostgreSQL instead of an embedded cluster per scenario (a fresh database is
+    /// expected; every scenario adds its rows).
+    #[arg(long, env = "PERFBISECT_LOADTEST_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Give up on a scenario after this long.
+    #[arg(long, default_value_t = 900)]
+    pub limit_secs: u64,
+}
+
+/// Latencies of one kind of request.
+#[derive(Default)]
+struct Latencies(Mutex<Vec<Duration>>);
+
+impl Latencies {
+    fn add(&self, d: Duration) {
+        self.0.lock().expect("latencies").push(d);
+    }
+
+    fn quantile(&self, q: f64) -> Option<Duration> {
+        let mut v = self.0.lock().expect("latencies").clone();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort();
+        let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
+        Some(v[i])
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().expect("latencies").len()
+    }
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map(|d| format!("{:.1} ms", d.as_secs_f64() * 1000.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A generated linear repository: tags `good` and `bad`, candidates in order.
+struct Repo {
+    path: PathBuf,
+    /// sha → position (1-based candidate number; the good commit is 0).
+    index: HashMap<String, usize>,
+    planted: usize,
+}
+
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("running git {args:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// `commits` candidates on top of a good commit, by `git fast-import` (seconds for 100,000).
+fn generate(path: &Path, commits: usize) -> anyhow::Result<Repo> {
+    std::fs::create_dir_all(path)?;
+    git(path, &["init", "-q", "--bare", "-b", "main"])?;
+    let mut child = Command::new("git")
+        .args(["fast-import", "--quiet"])
+        .current_dir(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .context("starting git fast-import")?;
+    {
+        let mut w = std::io::BufWriter::new(child.stdin.take().context("fast-import stdin")?);
+        for i in 0..=commits {
+            let msg = format!("commit {i}\n");
+            let content = format!("{i}\n");
+            writeln!(w, "commit refs/heads/main\nmark :{}", i + 1)?;
+            writeln!(
+                w,
+                "committer Load Test <load@example.invalid> {} +0000",
+                1_700_000_000 + i
+            )?;
+            write!(w, "data {}\n{msg}", msg.len())?;
+            if i > 0 {
+                writeln!(w, "from :{i}")?;
+            }
+            write!(w, "M 644 inline n\ndata {}\n{content}\n", content.len())?;
+        }
+        write!(
+            w,
+            "reset refs/tags/good\nfrom :1\n\nreset refs/tags/bad\nfrom :{}\n\n",
+            commits + 1
+        )?;
+        w.flush()?;
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("git fast-import failed: {status}");
+    }
+    let list = git(path, &["rev-list", "--reverse", "good..bad"])?;
+    let mut index = HashMap::new();
+    index.insert(git(path, &["rev-parse", "good"])?.trim().to_string(), 0);
+    for (i, sha) in list.lines().enumerate() {
+        index.insert(sha.to_string(), i + 1);
+    }
+    Ok(Repo {
+        path: path.to_path_buf(),
+        index,
+        planted: commits * 37 / 100 + 1,
+    })
+}
+
+fn job(group: &str) -> String {
+    format!(
+        "testcase: load\ntbox_group: {group}\nruns_per_task: 3\nbuild: {{command: 'true'}}\nrun: {{command: 'true'}}\n"
+    )
+}
+
+/// A value of the metric at candidate `i`: 100, or 105 from the planted commit on, with 1 %
+/// gaussian noise.
+fn sample(i: usize, planted: usize) -> f64 {
+    let (u1, u2): (f64, f64) = (rand::random::<f64>().max(1e-12), rand::random());
+    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    let level = if i >= planted { 105.0 } else { 100.0 };
+    level * (1.0 + 0.01 * z)
+}
+
+/// Shared by the fake hosts of one scenario.
+struct Fleet {
+    base: String,
+    http: reqwest::Client,
+    run: Duration,
+    stop: AtomicBool,
+    upload: Latencies,
+    complete: Latencies,
+    repos: Vec<Arc<Repo>>,
+    errors: Mutex<Vec<String>>,
+}
+
+impl Fleet {
+    fn new(base: &str, run: Duration, repos: Vec<Arc<Repo>>) -> Arc<Fleet> {
+        Arc::new(Fleet {
+            base: base.to_string(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .pool_max_idle_per_host(2048)
+                .build()
+                .expect("HTTP client"),
+            run,
+            stop: AtomicBool::new(false),
+            upload: Latencies::default(),
+            complete: Latencies::default(),
+            repos,
+            errors: Mutex::default(),
+        })
+    }
+
+    fn error(&self, e: String) {
+        let mut errors = self.errors.lock().expect("errors");
+        if errors.len() < 20 {
+            errors.push(e);
+        }
+    }
+
+    fn position(&self, sha: &str) -> Option<(usize, usize)> {
+        self.repos
+            .iter()
+            .find_map(|r| r.index.get(sha).map(|i| (*i, r.planted)))
+    }
+}
+
+async fn register(fleet: &Fleet, name: &str, group: &str) -> anyhow::Result<String> {
+    let reply: serde_json::Value = fleet
+        .http
+        .post(format!("{}/api/v1/worker/register", fleet.base))
+        .bearer_auth(ENROLL_TOKEN)
+        .json(&serde_json::json!({"name": name, "host_group": group}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(reply["token"]
+        .as_str()
+        .context("register answered no token")?
+        .to_string())
+}
+
+/// One fake host until the fleet stops.
+async fn host(fleet: Arc<Fleet>, token: String, name: String) {
+    while !fleet.stop.load(Ordering::Relaxed) {
+        let resp = fleet
+            .http
+            .post(format!("{}/api/v1/worker/claim", fleet.base))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"wait_secs": 2}))
+            .send()
+            .await;
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => {
+                fleet.error(format!("claim: {e}"));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        if resp.status() == reqwest::StatusCode::NO_CONTENT {
+            continue;
+        }
+        let task: TaskAssignment = match resp.error_for_status() {
+            Ok(r) => match r.json().await {
+                Ok(t) => t,
+                Err(e) => {
+                    fleet.error(format!("claim body: {e}"));
+                    continue;
+                }
+            },
+            Err(e) => {
+                fleet.error(format!("claim: {e}"));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        work(&fleet, &token, &name, task).await;
+    }
+}
+
+async fn work(fleet: &Fleet, token: &str, name: &str, task: TaskAssignment) {
+    let iterations = if task.pair_sha.is_some() {
+        task.runs * 2
+    } else {
+        task.runs
+    };
+    for it in 0..iterations {
+        if task.done_iterations.contains(&it) {
+            continue;
+        }
+        let sha = match &task.pair_sha {
+            Some(p) if it % 2 == 1 => p.clone(),
+            _ => task.sha.clone(),
+        };
+        let Some((i, planted)) = fleet.position(&sha) else {
+            fleet.error(format!("task {} names unknown commit {sha}", task.task_id));
+            return;
+        };
+        tokio::time::sleep(fleet.run).await;
+        let now = chrono::Utc::now();
+        let body = serde_json::json!({
+            "iteration": it, "sha": sha, "completed": true,
+            "metrics": {METRIC: sample(i, planted)},
+            "started_at": now, "finished_at": now,
+            "environment": {"host": name},
+        });
+        let started = Instant::now();
+        let r = fleet
+            .http
+            .post(format!(
+                "{}/api/v1/worker/tasks/{}/runs",
+                fleet.base, task.task_id
+            ))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await;
+        fleet.upload.add(started.elapsed());
+        match r {
+            Ok(r) if r.status().is_success() => {}
+            // The bisect ended or the task was taken away: stop, as a worker would.
+            Ok(r) if r.status() == reqwest::StatusCode::CONFLICT => return,
+            Ok(r) => {
+                fleet.error(format!("upload: {}", r.status()));
+                return;
+            }
+            Err(e) => {
+                fleet.error(format!("upload: {e}"));
+                return;
+            }
+        }
+    }
+    let started = Instant::now();
+    let r = fleet
+        .http
+        .post(format!(
+            "{}/api/v1/worker/tasks/{}/complete",
+            fleet.base, task.task_id
+        ))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"outcome": "done"}))
+        .send()
+        .await;
+    fleet.complete.add(started.elapsed());
+    match r {
+        Ok(r) if r.status().is_success() || r.status() == reqwest::StatusCode::CONFLICT => {}
+        Ok(r) => fleet.error(format!("complete: {}", r.status())),
+        Err(e) => fleet.error(format!("complete: {e}")),
+    }
+}
+
+/// A server process on its own port and data directory.
+struct Server {
+    process: Process,
+    api: Api,
+}
+
+async fn server(args: &LoadtestArgs, name: &str) -> anyhow::Result<Server> {
+    let dir = args.dir.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let port = free_port()?;
+    let exe = std::env::current_exe()?;
+    let mut process = start_server(
+        &exe,
+        &dir,
+        port,
+        API_TOKEN,
+        ENROLL_TOKEN,
+        args.database_url.as_deref(),
+        60,
+    )?;
+    let api = Api::new(&format!("http://127.0.0.1:{port}"), Some(API_TOKEN.into()));
+    wait_healthy(&api, &mut process, Duration::from_secs(120)).await?;
+    Ok(Server { process, api })
+}
+
+fn rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Quantile `q` of a histogram in `/metrics` (the upper bound of the bucket it falls in),
+/// with the mean and the count.
+async fn histogram(api: &Api, name: &str, q: f64) -> anyhow::Result<(Option<f64>, f64, u64)> {
+    let text = reqwest::get(format!("{}/metrics", api.base()))
+        .await?
+        .text()
+        .await?;
+    let mut buckets: Vec<(f64, u64)> = Vec::new();
+    let (mut sum, mut count) = (0.0, 0u64);
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(&format!("perfbisect_{name}_bucket{{le=\"")) {
+            let (le, n) = rest.split_once("\"} ").context("bucket line")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse()?
+            };
+            buckets.push((le, n.trim().parse()?));
+        } else if let Some(v) = line.strip_prefix(&format!("perfbisect_{name}_sum ")) {
+            sum = v.trim().parse()?;
+        } else if let Some(v) = line.strip_prefix(&format!("perfbisect_{name}_count ")) {
+            count = v.trim().parse()?;
+        }
+    }
+    let want = (count as f64 * q).ceil() as u64;
+    let at = buckets.iter().find(|(_, n)| *n >= want.max(1)).map(|b| b.0);
+    let mean = if count > 0 { sum / count as f64 } else { 0.0 };
+    Ok((at, mean, count))
+}
+
+async fn submit(api: &Api, repo: &str, group: &str) -> anyhow::Result<(i64, Duration)> {
+    let started = Instant::now();
+    let b = api
+        .submit(&SubmitBisect {
+            repository: repo.into(),
+            good: "good".into(),
+            bad: "bad".into(),
+            job: job(group),
+            metric: METRIC.into(),
+            direction: None,
+            magnitude_pct: None,
+            confidence: None,
+            max_runs: Some(2000),
+            notify: vec![],
+            use_merge_base: false,
+            first_parent: false,
+        })
+        .await?;
+    Ok((b.id, started.elapsed()))
+}
+
+async fn start_hosts(
+    fleet: &Arc<Fleet>,
+    n: usize,
+    group: &str,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    for i in 0..n {
+        let name = format!("{group}-{i}");
+        let token = register(fleet, &name, group).await?;
+        handles.push(tokio::spawn(host(fleet.clone(), token, name)));
+    }
+    Ok(handles)
+}
+
+async fn stop_hosts(fleet: &Fleet, handles: Vec<tokio::task::JoinHandle<()>>) {
+    fleet.stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        let _ = h.await;
+    }
+}
+
+/// Waits until every bisect ended; the bisects' final views.
+async fn wait_all(
+    api: &Api,
+    ids: &[i64],
+    limit: Duration,
+    mut tick: impl FnMut(),
+) -> anyhow::Result<Vec<perfbisect_wire::api::Bisect>> {
+    let started = Instant::now();
+    let mut done: HashMap<i64, perfbisect_wire::api::Bisect> = HashMap::new();
+    while done.len() < ids.len() {
+        tick();
+        // The list (a summary per bisect) tells which ended; those are read in full once.
+        let mut ended = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page: perfbisect_wire::api::BisectList = reqwest::get(format!(
+                "{}/api/v1/bisects?limit=500&offset={offset}",
+                api.base()
+            ))
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+            let n = page.bisects.len();
+            ended.extend(
+                page.bisects
+                    .into_iter()
+                    .filter(|b| perfbisect_wire::api::status_is_final(&b.status))
+                    .map(|b| b.id),
+            );
+            offset += 500;
+            if n < 500 {
+                break;
+            }
+        }
+        for id in ended {
+            if ids.contains(&id) && !done.contains_key(&id) {
+                done.insert(id, api.bisect(id).await?);
+            }
+        }
+        if started.elapsed() > limit {
+            bail!(
+                "{} of {} bisects did not end within {limit:?}",
+                ids.len() - done.len(),
+                ids.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(ids
+        .iter()
+        .map(|id| done.remove(id).expect("ended"))
+        .collect())
+}
+
+fn report_errors(fleet: &Fleet) {
+    let errors = fleet.errors.lock().expect("errors");
+    if !errors.is_empty() {
+        println!("  protocol errors (first {}): {:?}", errors.len(), *errors);
+    }
+}
+
+async fn large(args: &LoadtestArgs) -> anyhow::Result<()> {
+    println!(
+        "== large: one bisect of {} candidates, {} fake hosts",
+        args.large_commits, args.large_hosts
+    );
+    let t = Instant::now();
+    let repo = Arc::new(generate(&args.dir.join("large.git"), args.large_commits)?);
+    println!(
+        "  repository generated with git fast-import in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let mut s = server(args, "server-large").await?;
+    let pid = s.process.pid().context("server pid")?;
+    s.api
+        .add_repository("large", &repo.path.display().to_string())
+        .await?;
+    let rss_idle = rss_mb(pid).unwrap_or(0.0);
+    let t = Instant::now();
+    let out = Command::new("git")
+        .args(["rev-list", "--bisect-all", "good..bad"])
+        .current_dir(&repo.path)
+        .stdout(Stdio::null())
+        .status()?;
+    let git_time = t.elapsed();
+    anyhow::ensure!(out.success(), "git rev-list --bisect-all failed");
+    let (id, submit_time) = submit(&s.api, "large", "large").await?;
+    let t = Instant::now();
+    let out = Command::new("git")
+        .args(["rev-list", "--bisect-all", "good..bad"])
+        .current_dir(&repo.path)
+        .stdout(Stdio::null())
+        .status()?;
+    let git_time2 = t.elapsed();
+    anyhow::ensure!(out.success(), "git rev-list --bisect-all failed");
+    let git_time = git_time.min(git_time2);
+    println!(
+        "  submit {:.2} s; git rev-list --bisect-all {:.2} s (best of 2, same run): {:.2}x   [target <= 1x]",
+        submit_time.as_secs_f64(),
+        git_time.as_secs_f64(),
+        submit_time.as_secs_f64() / git_time.as_secs_f64()
+    );
+    let fleet = Fleet::new(
+        s.api.base(),
+        Duration::from_millis(args.run_ms),
+        vec![repo.clone()],
+    );
+    let hosts = start_hosts(&fleet, args.large_hosts, "large").await?;
+    let mut rss_max = rss_idle;
+    let started = Instant::now();
+    let done = wait_all(&s.api, &[id], Duration::from_secs(args.limit_secs), || {
+        rss_max = rss_max.max(rss_mb(pid).unwrap_or(0.0));
+    })
+    .await;
+    stop_hosts(&fleet, hosts).await;
+    let done = done?;
+    let b = &done[0];
+    let found = b
+        .culprit
+        .as_ref()
+        .map(|c| repo.index.get(&c.commit.sha).copied());
+    println!(
+        "  bisect {}: {} after {:.1} s, {} runs; culprit at {:?}, planted at {}",
+        b.id,
+        b.status,
+        started.elapsed().as_secs_f64(),
+        b.runs_done,
+        found.flatten(),
+        repo.planted
+    );
+    println!(
+        "  upload p99 {} (p50 {}, n {}); complete p99 {} (p50 {}, n {})   [target p99 <= 100 ms]",
+        ms(fleet.upload.quantile(0.99)),
+        ms(fleet.upload.quantile(0.5)),
+        fleet.upload.len(),
+        ms(fleet.complete.quantile(0.99)),
+        ms(fleet.complete.quantile(0.5)),
+        fleet.complete.len()
+    );
+    let (p99, mean, n) = histogram(&s.api, "advance_seconds", 0.99).await?;
+    let (p50, _, _) = histogram(&s.api, "advance_seconds", 0.5).await?;
+    println!(
+        "  scheduling round: mean {:.1} ms, p50 <= {}, p99 <= {} over {n} rounds   [target <= 50 ms]",
+        mean * 1000.0,
+        p50.map(|v| format!("{:.0} ms", v * 1000.0))
+            .unwrap_or("-".into()),
+        p99.map(|v| format!("{:.0} ms", v * 1000.0))
+            .unwrap_or("-".into()),
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss_after = rss_mb(pid).unwrap_or(0.0);
+    println!(
+        "  server RSS: {rss_idle:.0} MB before, {rss_max:.0} MB at most during, {rss_after:.0} MB after   [target <= 200 MB per large bisect, returned after]"
+    );
+    report_errors(&fleet);
+    s.process.stop(Duration::from_secs(30));
+    Ok(())
+}
+
+/// Runs `count` bisects of the small range with `hosts` hosts; (runs of each, fleet).
+async fn small(
+    args: &LoadtestArgs,
+    name: &str,
+    count: usize,
+    hosts: usize,
+) -> anyhow::Result<(
+    Vec<perfbisect_wire::api::Bisect>,
+    Arc<Fleet>,
+    Server,
+    Duration,
+)> {
+    let repo = Arc::new(generate(
+        &args.dir.join(format!("{name}.git")),
+        args.small_commits,
+    )?);
+    let s = server(args, &format!("server-{name}")).await?;
+    s.api
+        .add_repository(name, &repo.path.display().to_string())
+        .await?;
+    let fleet = Fleet::new(
+        s.api.base(),
+        Duration::from_millis(args.run_ms),
+        vec![repo.clone()],
+    );
+    let handles = start_hosts(&fleet, hosts, name).await?;
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        ids.push(submit(&s.api, name, name).await?.0);
+    }
+    let done = wait_all(&s.api, &ids, Duration::from_secs(args.limit_secs), || {}).await;
+    let took = started.elapsed();
+    stop_hosts(&fleet, handles).await;
+    let done = done?;
+    let wrong = done
+        .iter()
+        .filter(|b| {
+            b.culprit
+                .as_ref()
+                .and_then(|c| repo.index.get(&c.commit.sha))
+                != Some(&repo.planted)
+        })
+        .count();
+    println!(
+        "  {} bisects ended in {:.1} s; {} did not name the planted commit",
+        done.len(),
+        took.as_secs_f64(),
+        wrong
+    );
+    Ok((done, fleet, s, took))
+}
+
+async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<()> {
+    println!(
+        "== fleet: {} bisects of {} candidates, {} fake hosts",
+        args.bisects, args.small_commits, args.hosts
+    );
+    let (done, fleet, mut s, _) = small(args, "fleet", args.bisects, args.hosts).await?;
+    let runs: Vec<usize> = done.iter().map(|b| b.runs_done).collect();
+    let mean = runs.iter().sum::<usize>() as f64 / runs.len().max(1) as f64;
+    let (claim_p99, claim_mean, n) = histogram(&s.api, "claim_seconds", 0.99).await?;
+    println!(
+        "  claim p99 <= {}, mean {:.1} ms over {n} claims (server side: the claim itself, not the long-poll wait)   [target <= 50 ms]",
+        claim_p99
+            .map(|v| format!("{:.0} ms", v * 1000.0))
+            .unwrap_or("-".into()),
+        claim_mean * 1000.0,
+    );
+    let mut expired = 0;
+    for b in &done {
+        let events: serde_json::Value =
+            reqwest::get(format!("{}/api/v1/bisects/{}/events", s.api.base(), b.id))
+                .await?
+                .json()
+                .await?;
+        expired += events
+            .as_array()
+            .map(|e| e.iter().filter(|e| e["kind"] == "lease_expired").count())
+            .unwrap_or(0);
+    }
+    println!("  lease expiries (no fake host ever dies): {expired}   [target 0]");
+    match alone_runs {
+        Some(alone) => println!(
+            "  runs per bisect: mean {mean:.1}, max {}; alone with one host {alone:.0}: {:.2}x   [target <= 1.2x]",
+            runs.iter().max().unwrap_or(&0),
+            mean / alone
+        ),
+        None => println!(
+            "  runs per bisect: mean {mean:.1}, max {}",
+            runs.iter().max().unwrap_or(&0)
+        ),
+    }
+    println!(
+        "  upload p99 {}, complete p99 {}",
+        ms(fleet.upload.quantile(0.99)),
+        ms(fleet.complete.quantile(0.99))
+    );
+    // Reads with every bisect stored.
+    for path in ["/bisects", "/api/v1/bisects"] {
+        let lat = Latencies::default();
+        for _ in 0..40 {
+            let t = Instant::now();
+            reqwest::get(format!("{}{path}", s.api.base()))
+                .await?
+                .error_for_status()?
+                .bytes()
+                .await?;
+            lat.add(t.elapsed());
+        }
+        println!(
+            "  GET {path} with {} bisects stored: p50 {}   [target p50 <= 20 ms with 10,000 stored]",
+            done.len(),
+            ms(lat.quantile(0.5))
+        );
+    }
+    report_errors(&fleet);
+    s.process.stop(Duration::from_secs(30));
+    Ok(())
+}
+
+pub async fn run(args: LoadtestArgs) -> anyhow::Result<()> {
+    if args.dir.exists() {
+        std::fs::remove_dir_all(&args.dir)
+            .with_context(|| format!("removing {}", args.dir.display()))?;
+    }
+    std::fs::create_dir_all(&args.dir)?;
+    let args = LoadtestArgs {
+        dir: std::fs::canonicalize(&args.dir)?,
+        ..args
+    };
+    let wants = |s: &str| args.only.iter().any(|o| o == s);
+    if wants("large") {
+        large(&args).await?;
+    }
+    let mut alone = None;
+    if wants("alone") {
+        println!(
+            "== alone: one bisect of {} candidates, one fake host",
+            args.small_commits
+        );
+        let (done, _, mut s, _) = small(&args, "alone", 1, 1).await?;
+        println!("  runs: {}", done[0].runs_done);
+        alone = Some(done[0].runs_done as f64);
+        s.process.stop(Duration::from_secs(30));
+    }
+    if wants("fleet") {
+        fleet(&args, alone).await?;
+    }
+    Ok(())
+}

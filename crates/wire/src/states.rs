@@ -1,0 +1,117 @@
+//! The states a bisect, a commit's verdict and a task's phase can be in, as enums with the
+//! text stored in the database and sent in the API (`as_str` and `FromStr` agree).
+
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+
+/// A text that names none of an enum's values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a {what}")]
+pub struct UnknownState {
+    pub what: &'static str,
+    pub text: String,
+}
+
+macro_rules! text_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal, { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownState;
+            fn from_str(s: &str) -> Result<Self, UnknownState> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(UnknownState { what: $what, text: s.to_string() }),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+text_enum!(
+    /// Where a bisect is: `queued → reproducing → searching → verifying →` one final status.
+    BisectStatus, "bisect status", {
+        Queued => "queued",
+        Reproducing => "reproducing",
+        Searching => "searching",
+        Verifying => "verifying",
+        Found => "found",
+        NotReproduced => "not_reproduced",
+        Inconclusive => "inconclusive",
+        Failed => "failed",
+        Cancelled => "cancelled",
+    }
+);
+
+impl BisectStatus {
+    /// The statuses of a bisect still being worked on.
+    pub const ACTIVE: &'static [BisectStatus] = &[
+        BisectStatus::Queued,
+        BisectStatus::Reproducing,
+        BisectStatus::Searching,
+        BisectStatus::Verifying,
+    ];
+
+    pub fn is_final(self) -> bool {
+        !Self::ACTIVE.contains(&self)
+    }
+}
+
+text_enum!(
+    /// The engine's verdict on one commit.
+    Verdict, "verdict", {
+        Good => "good",
+        Bad => "bad",
+        Unknown => "unknown",
+        Skipped => "skipped",
+    }
+);
+
+text_enum!(
+    /// What a task measures for: the endpoints, the search, or the culprit against its parent.
+    Phase, "phase", {
+        Reproducing => "reproducing",
+        Searching => "searching",
+        Verifying => "verifying",
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_round_trip_and_agree_with_the_api_list() {
+        for s in BisectStatus::ALL {
+            assert_eq!(s.as_str().parse::<BisectStatus>(), Ok(*s));
+            assert!(crate::api::STATUSES.contains(&s.as_str()));
+            assert_eq!(s.is_final(), crate::api::status_is_final(s.as_str()));
+        }
+        assert_eq!(BisectStatus::ALL.len(), crate::api::STATUSES.len());
+        for v in Verdict::ALL {
+            assert_eq!(v.as_str().parse::<Verdict>(), Ok(*v));
+        }
+        for p in Phase::ALL {
+            assert_eq!(p.as_str().parse::<Phase>(), Ok(*p));
+        }
+        let err = "done".parse::<Verdict>().unwrap_err();
+        assert_eq!(err.to_string(), "`done` is not a verdict");
+    }
+}

@@ -1,0 +1,190 @@
+//! Stores one round of the engine's assessments without rewriting them all.
+//!
+//! The advance holding the bisect's lock compares the new assessments with the copy of what
+//! was last written (kept with the graph, reloaded from `bisect_assessments` when another
+//! replica wrote since) and upserts only the candidates whose verdict changed or whose culprit
+//! probability moved by at least `P_STEP`. `bisects.assessments` keeps the measured and skipped
+//! points only, and `bisects.candidates_remaining` the size of the credible set.
+
+use crate::graphs::{AssessedCopy, LoadedGraph};
+use crate::store::assessments::{self, RoundWrite};
+use perfbisect_engine::{Assessment, Evidence, Point};
+use perfbisect_wire::states::Verdict;
+
+/// Smallest change of a culprit probability worth a write (below it the page and the API
+/// show the same thing).
+pub const P_STEP: f32 = 1e-4;
+
+fn verdict(v: perfbisect_engine::Verdict) -> Verdict {
+    match v {
+        perfbisect_engine::Verdict::Good => Verdict::Good,
+        perfbisect_engine::Verdict::Bad => Verdict::Bad,
+        perfbisect_engine::Verdict::Unknown => Verdict::Unknown,
+        perfbisect_engine::Verdict::Skipped => Verdict::Skipped,
+    }
+}
+
+fn moved(old: Option<f32>, new: Option<f32>) -> bool {
+    match (old, new) {
+        (None, None) => false,
+        (None, Some(x)) | (Some(x), None) => x.abs() >= P_STEP,
+        (Some(a), Some(b)) => (a - b).abs() >= P_STEP,
+    }
+}
+
+/// The changed candidates: (idx, verdict, p) for every one that differs from `known`.
+pub fn changes(
+    known: &[(Verdict, Option<f32>)],
+    assessments: &[Assessment],
+) -> Vec<(i32, Verdict, Option<f32>)> {
+    let mut out = Vec::new();
+    for a in assessments {
+        let Point::Candidate(i) = a.point else {
+            continue;
+        };
+        let new = (verdict(a.verdict), a.culprit_probability.map(|p| p as f32));
+        let old = known.get(i).copied().unwrap_or((Verdict::Unknown, None));
+        if new.0 != old.0 || moved(old.1, new.1) {
+            out.push((i as i32, new.0, new.1));
+        }
+    }
+    out
+}
+
+/// How many candidates are still in the running: with probabilities, the size of the smallest
+/// set holding `confidence` of the mass (the credible set); without, the undecided ones.
+pub fn remaining(assessments: &[Assessment], confidence: f64) -> usize {
+    let candidates = assessments
+        .iter()
+        .filter(|a| matches!(a.point, Point::Candidate(_)));
+    let mut ps: Vec<f64> = candidates
+        .clone()
+        .filter_map(|a| a.culprit_probability)
+        .collect();
+    if ps.is_empty() {
+        return candidates
+            .filter(|a| a.verdict == perfbisect_engine::Verdict::Unknown)
+            .count();
+    }
+    ps.sort_by(|a, b| b.total_cmp(a));
+    let mut mass = 0.0;
+    for (i, p) in ps.iter().enumerate() {
+        mass += p;
+        if mass >= confidence {
+            return i + 1;
+        }
+    }
+    ps.len()
+}
+
+/// Writes the round: changed rows, the measured points' JSON, the credible-set size.
+pub async fn store_round(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    loaded: &LoadedGraph,
+    stored_round: i64,
+    evidence: &Evidence,
+    assessments: &[Assessment],
+    confidence: f64,
+) -> sqlx::Result<()> {
+    let graph = &loaded.graph;
+    let taken = loaded.assessed.lock().expect("assessed copy").take();
+    let mut copy = match taken {
+        Some(c) if c.round == stored_round => c,
+        _ => {
+            let mut values = vec![(Verdict::Unknown, None); graph.len()];
+            for row in assessments::load(&mut *tx, bisect).await? {
+                if let (Some(slot), Ok(v)) = (values.get_mut(row.idx as usize), row.verdict.parse())
+                {
+                    *slot = (v, row.p);
+                }
+            }
+            AssessedCopy {
+                round: stored_round,
+                values,
+            }
+        }
+    };
+    let changed = changes(&copy.values, assessments);
+    let measured: Vec<serde_json::Value> = assessments
+        .iter()
+        .filter(|a| {
+            a.point == Point::Good
+                || evidence.samples.contains_key(&a.point)
+                || evidence.failed.contains_key(&a.point)
+                || evidence.pending.contains_key(&a.point)
+                || matches!(a.point, Point::Candidate(i) if evidence.untestable.contains(&i))
+        })
+        .map(|a| {
+            let sha = match a.point {
+                Point::Good => None,
+                Point::Candidate(i) => Some(graph.id(i).to_string()),
+            };
+            serde_json::json!({ "sha": sha, "verdict": a.verdict, "p": a.culprit_probability })
+        })
+        .collect();
+    let round = assessments::write(
+        tx,
+        bisect,
+        RoundWrite {
+            changed: &changed,
+            measured: serde_json::Value::Array(measured),
+            candidates_remaining: remaining(assessments, confidence) as i32,
+        },
+    )
+    .await?;
+    for (i, v, p) in changed {
+        copy.values[i as usize] = (v, p);
+    }
+    copy.round = round;
+    *loaded.assessed.lock().expect("assessed copy") = Some(copy);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(i: usize, v: perfbisect_engine::Verdict, p: f64) -> Assessment {
+        Assessment {
+            point: Point::Candidate(i),
+            verdict: v,
+            culprit_probability: Some(p),
+            bad_probability: None,
+        }
+    }
+
+    #[test]
+    fn only_verdicts_that_flip_and_probabilities_that_move_are_written() {
+        use perfbisect_engine::Verdict as V;
+        let known = vec![
+            (Verdict::Unknown, Some(0.5)),
+            (Verdict::Unknown, Some(0.5)),
+            (Verdict::Unknown, None),
+        ];
+        let now = [
+            a(0, V::Unknown, 0.50001), // moved less than a step
+            a(1, V::Good, 0.5),        // verdict flipped
+            a(2, V::Unknown, 0.00001), // tiny probability where none was stored
+        ];
+        let c = changes(&known, &now);
+        assert_eq!(c, vec![(1, Verdict::Good, Some(0.5))]);
+        let later = [a(0, V::Unknown, 0.9)];
+        assert_eq!(
+            changes(&known, &later),
+            vec![(0, Verdict::Unknown, Some(0.9))]
+        );
+    }
+
+    #[test]
+    fn the_credible_set_is_counted_from_the_largest_probabilities() {
+        use perfbisect_engine::Verdict as V;
+        let now = [
+            a(0, V::Unknown, 0.6),
+            a(1, V::Unknown, 0.395),
+            a(2, V::Good, 0.005),
+        ];
+        assert_eq!(remaining(&now, 0.99), 2);
+        assert_eq!(remaining(&now, 0.5), 1);
+    }
+}

@@ -1,0 +1,194 @@
+//! `GET /metrics` in the Prometheus text format.
+//!
+//! Latencies and counts are recorded in this process as they happen (each replica reports
+//! its own); queue depth, bisects, hosts and the outbox are read from the database at scrape
+//! time, so every replica reports the same shared state.
+
+use crate::AppState;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+struct Recorded {
+    advance: Histogram,
+    claim: Histogram,
+    upload: Histogram,
+    complete: Histogram,
+    runs: Counter,
+}
+
+fn recorded() -> &'static Recorded {
+    static R: OnceLock<Recorded> = OnceLock::new();
+    // 1 ms to about 65 s.
+    let buckets = || Histogram::new(exponential_buckets(0.001, 2.0, 17));
+    R.get_or_init(|| Recorded {
+        advance: buckets(),
+        claim: buckets(),
+        upload: buckets(),
+        complete: buckets(),
+        runs: Counter::default(),
+    })
+}
+
+pub fn observe_advance(d: Duration) {
+    recorded().advance.observe(d.as_secs_f64());
+}
+
+/// The claim itself (the query), not the long-poll wait around it.
+pub fn observe_claim(d: Duration) {
+    recorded().claim.observe(d.as_secs_f64());
+}
+
+pub fn observe_upload(d: Duration) {
+    recorded().upload.observe(d.as_secs_f64());
+    recorded().runs.inc();
+}
+
+pub fn observe_complete(d: Duration) {
+    recorded().complete.observe(d.as_secs_f64());
+}
+
+type Labels = Vec<(String, String)>;
+
+fn family(rows: Vec<(String, i64)>, label: &str) -> Family<Labels, Gauge> {
+    let f = Family::<Labels, Gauge>::default();
+    for (value, n) in rows {
+        f.get_or_create(&vec![(label.to_string(), value)]).set(n);
+    }
+    f
+}
+
+async fn render(state: &AppState) -> anyhow::Result<String> {
+    let db = &state.db;
+    let queued: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT host_group, count(*) FROM tasks WHERE state = 'queued' GROUP BY host_group",
+    )
+    .fetch_all(db)
+    .await?;
+    let running: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT host_group, count(*) FROM tasks WHERE state = 'running' GROUP BY host_group",
+    )
+    .fetch_all(db)
+    .await?;
+    let bisects: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT status, count(*) FROM bisects WHERE status IN {} GROUP BY status",
+        crate::store::ACTIVE_STATUSES
+    )))
+    .fetch_all(db)
+    .await?;
+    let hosts: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT CASE WHEN h.last_seen_at <= now() - make_interval(secs => $1) THEN 'stale'
+                     WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.host_id = h.id AND t.state = 'running') THEN 'busy'
+                     ELSE 'idle' END AS state, count(*)
+         FROM hosts h GROUP BY 1",
+    )
+    .bind(crate::scheduler::LIVE_HOST_WINDOW_SECS as f64)
+    .fetch_all(db)
+    .await?;
+    let outbox: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT state, count(*) FROM outbox WHERE state IN ('pending', 'sending') GROUP BY state",
+    )
+    .fetch_all(db)
+    .await?;
+    let wakeups = crate::store::wakeups::backlog(db).await?;
+    let (graphs, graph_bytes) = state.graphs.usage();
+
+    let mut reg = Registry::with_prefix("perfbisect");
+    let r = recorded();
+    reg.register(
+        "advance_seconds",
+        "Duration of one scheduling round of one bisect",
+        r.advance.clone(),
+    );
+    reg.register(
+        "claim_seconds",
+        "Duration of a task claim (the query, not the long-poll wait)",
+        r.claim.clone(),
+    );
+    reg.register(
+        "upload_seconds",
+        "Duration of a run upload request",
+        r.upload.clone(),
+    );
+    reg.register(
+        "complete_seconds",
+        "Duration of a task completion request",
+        r.complete.clone(),
+    );
+    reg.register(
+        "runs_stored",
+        "Runs uploaded to this replica",
+        r.runs.clone(),
+    );
+    reg.register(
+        "queue_depth",
+        "Queued tasks per host group",
+        family(queued, "host_group"),
+    );
+    reg.register(
+        "tasks_running",
+        "Running tasks per host group",
+        family(running, "host_group"),
+    );
+    reg.register(
+        "active_bisects",
+        "Bisects not yet ended, per status",
+        family(bisects, "status"),
+    );
+    reg.register("hosts", "Hosts by state", family(hosts, "state"));
+    reg.register(
+        "outbox_backlog",
+        "Mails not yet sent, per state",
+        family(outbox, "state"),
+    );
+    let g = Gauge::<i64>::default();
+    g.set(wakeups);
+    reg.register("scheduler_wakeups", "Wake-ups not yet answered", g);
+    let g = Gauge::<i64>::default();
+    g.set(graphs as i64);
+    reg.register(
+        "graph_cache_graphs",
+        "Candidate graphs held by this replica",
+        g,
+    );
+    let g = Gauge::<i64>::default();
+    g.set(graph_bytes as i64);
+    reg.register(
+        "graph_cache_bytes",
+        "Estimated bytes of the candidate graphs held by this replica",
+        g,
+    );
+    let mut out = String::new();
+    encode(&mut out, &reg)?;
+    Ok(out)
+}
+
+/// The scrape endpoint.
+pub async fn handler(State(state): State<AppState>) -> axum::response::Response {
+    match render(&state).await {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = ?e, "rendering /metrics");
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                format!("metrics unavailable: {e}\n"),
+            )
+                .into_response()
+        }
+    }
+}

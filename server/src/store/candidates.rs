@@ -1,0 +1,106 @@
+//! `bisect_commits`: a bisect's candidate set and its good endpoint, fixed at submission.
+
+use crate::git::Range;
+use std::fmt::Write;
+
+/// COPY text format: backslash, tab, newline and carriage return are escaped.
+fn copy_text(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// One row: bisect, idx, sha, parents, subject, author, first parent outside.
+struct Row<'a> {
+    idx: i64,
+    sha: &'a str,
+    parents: &'a [usize],
+    subject: &'a str,
+    author: &'a str,
+    first_parent_outside: bool,
+}
+
+fn row(out: &mut String, bisect: i64, r: &Row<'_>) {
+    let _ = write!(out, "{bisect}\t{}\t{}\t{{", r.idx, r.sha);
+    for (i, p) in r.parents.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{p}");
+    }
+    out.push_str("}\t");
+    copy_text(out, r.subject);
+    out.push('\t');
+    copy_text(out, r.author);
+    out.push_str(if r.first_parent_outside {
+        "\tt\n"
+    } else {
+        "\tf\n"
+    });
+}
+
+/// Stores the good endpoint (idx -1) and every candidate with one COPY: the fastest way
+/// PostgreSQL takes 100,000 rows.
+pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> sqlx::Result<()> {
+    let mut copy = tx
+        .copy_in_raw(
+            "COPY bisect_commits (bisect_id, idx, sha, parents, subject, author, first_parent_outside)
+             FROM STDIN WITH (FORMAT text)",
+        )
+        .await?;
+    let mut buf = String::with_capacity(1 << 20);
+    let good = Row {
+        idx: -1,
+        sha: &range.good,
+        parents: &[],
+        subject: &range.good_subject,
+        author: &range.good_author,
+        first_parent_outside: false,
+    };
+    row(&mut buf, bisect, &good);
+    for (i, c) in range.candidates.iter().enumerate() {
+        let r = Row {
+            idx: i as i64,
+            sha: &c.sha,
+            parents: &c.parents,
+            subject: &c.subject,
+            author: &c.author,
+            first_parent_outside: c.first_parent_outside,
+        };
+        row(&mut buf, bisect, &r);
+        if buf.len() > 1 << 20 {
+            copy.send(buf.as_bytes()).await?;
+            buf.clear();
+        }
+    }
+    copy.send(buf.as_bytes()).await?;
+    copy.finish().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rows_escape_what_copy_would_misread() {
+        let mut out = String::new();
+        let r = super::Row {
+            idx: 3,
+            sha: "abc",
+            parents: &[1, 2],
+            subject: "fix\ttab\\path\nnext",
+            author: "A <a@b>",
+            first_parent_outside: true,
+        };
+        super::row(&mut out, 7, &r);
+        assert_eq!(
+            out,
+            "7\t3\tabc\t{1,2}\tfix\\ttab\\\\path\\nnext\tA <a@b>\tt\n"
+        );
+    }
+}

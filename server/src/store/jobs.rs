@@ -1,0 +1,33 @@
+//! `job_specs`: one row per canonical hash.
+
+/// The id of the job spec with `hash`, storing it first if it is new. `DO NOTHING` takes no
+/// lock on an existing row, so concurrent submits of the same job do not wait for each other.
+pub async fn ensure<'e, E: sqlx::PgExecutor<'e> + Copy>(
+    db: E,
+    hash: &str,
+    spec: &serde_json::Value,
+    yaml: &str,
+    testcase: &str,
+    tbox_group: &str,
+) -> sqlx::Result<i64> {
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO job_specs (hash, spec, yaml, testcase, tbox_group) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (hash) DO NOTHING RETURNING id",
+    )
+    .bind(hash)
+    .bind(spec)
+    .bind(yaml)
+    .bind(testcase)
+    .bind(tbox_group)
+    .fetch_optional(db)
+    .await?;
+    match inserted {
+        Some(id) => Ok(id),
+        None => {
+            sqlx::query_scalar("SELECT id FROM job_specs WHERE hash = $1")
+                .bind(hash)
+                .fetch_one(db)
+                .await
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! SQL, one module per table family, with typed rows.
+//!
+//! New and rewritten queries live here; older handlers still hold their own SQL and move here
+//! over time (issue 14 leaves that move for later, to keep parallel work mergeable).
+
+pub mod allocation;
+pub mod assessments;
+pub mod candidates;
+pub mod jobs;
+pub mod summaries;
+pub mod wakeups;
+
+/// The `status IN (...)` list of bisects still being worked on.
+pub const ACTIVE_STATUSES: &str = "('queued', 'reproducing', 'searching', 'verifying')";

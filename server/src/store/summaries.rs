@@ -1,0 +1,75 @@
+//! One line per bisect for the list pages (`GET /bisects`, `GET /api/v1/bisects`): read from
+//! the bisect's row and its summary columns, never from its candidates or assessments.
+
+use chrono::{DateTime, Utc};
+
+/// The list filters; `None` means any.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ListFilter<'a> {
+    pub status: Option<&'a str>,
+    pub repository: Option<&'a str>,
+    pub testcase: Option<&'a str>,
+    pub metric: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SummaryRow {
+    pub id: i64,
+    pub repository: String,
+    pub good_rev: String,
+    pub bad_rev: String,
+    pub metric: String,
+    pub testcase: String,
+    pub status: String,
+    pub culprit_sha: Option<String>,
+    pub culprit_subject: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// None for bisects stored before the summary columns existed.
+    pub candidates_total: Option<i32>,
+    pub candidates_remaining: Option<i32>,
+    pub runs_done: i64,
+}
+
+const FROM: &str = "FROM bisects b JOIN repositories r ON r.id = b.repository_id
+                    JOIN job_specs j ON j.id = b.job_spec_id";
+const WHERE: &str = "($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
+                     AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)";
+
+/// A page of bisects, newest first.
+pub async fn list<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    f: ListFilter<'_>,
+    limit: i64,
+    offset: i64,
+) -> sqlx::Result<Vec<SummaryRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.metric, j.testcase, b.status,
+                b.culprit_sha,
+                (SELECT c.subject FROM bisect_commits c
+                 WHERE c.bisect_id = b.id AND c.sha = b.culprit_sha) AS culprit_subject,
+                b.created_at, b.candidates_total, b.candidates_remaining,
+                (SELECT count(*) FROM runs u WHERE u.bisect_id = b.id) AS runs_done
+         {FROM} WHERE {WHERE} ORDER BY b.id DESC LIMIT $5 OFFSET $6"
+    )))
+    .bind(f.status)
+    .bind(f.repository)
+    .bind(f.testcase)
+    .bind(f.metric)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(db)
+    .await
+}
+
+/// How many bisects match.
+pub async fn count<'e>(db: impl sqlx::PgExecutor<'e>, f: ListFilter<'_>) -> sqlx::Result<i64> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) {FROM} WHERE {WHERE}"
+    )))
+    .bind(f.status)
+    .bind(f.repository)
+    .bind(f.testcase)
+    .bind(f.metric)
+    .fetch_one(db)
+    .await
+}

@@ -1,0 +1,245 @@
+//! Event-driven scheduling: uploads and completions only record wake-ups, the dispatcher
+//! advances, and an advance in progress never blocks a run insert.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::{ENROLL, Fixture, JOB, TOKEN, call, with_repo};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn register(f: &Fixture, name: &str) -> String {
+    let (s, reg) = call(
+        f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": name, "host_group": "g"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{reg}");
+    reg["token"].as_str().unwrap().to_string()
+}
+
+async fn submit(f: &Fixture) -> i64 {
+    let (s, b) = call(
+        f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(json!({"repository": "r", "good": "v1", "bad": "v5", "job": JOB, "metric": "t.x"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    b["id"].as_i64().unwrap()
+}
+
+async fn claim(f: &Fixture, token: &str) -> Value {
+    let (s, task) = call(
+        f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(token),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    task
+}
+
+fn run_body(iteration: u32, sha: &str, value: f64) -> Value {
+    let now = chrono::Utc::now().to_rfc3339();
+    json!({"iteration": iteration, "sha": sha, "completed": true, "metrics": {"t.x": value},
+           "started_at": now, "finished_at": now})
+}
+
+async fn count(f: &Fixture, sql: &'static str, bisect: i64) -> i64 {
+    sqlx::query_scalar(sql)
+        .bind(bisect)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap()
+}
+
+/// Polls `cond` until it holds or 20 s pass.
+async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !cond().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_completed_task_wakes_the_scheduler_which_advances_off_the_request_path() {
+    let f = with_repo().await;
+    let token = register(&f, "h1").await;
+    let bisect = submit(&f).await;
+    // The submission's own advance answered its wake-up.
+    let pending = "SELECT count(*) FROM scheduler_wakeups WHERE bisect_id = $1";
+    assert_eq!(count(&f, pending, bisect).await, 0);
+    let task = claim(&f, &token).await;
+    let (tid, sha, runs) = (
+        task["task_id"].as_i64().unwrap(),
+        task["sha"].as_str().unwrap().to_string(),
+        task["runs"].as_u64().unwrap() as u32,
+    );
+    for i in 0..runs {
+        let (s, v) = call(
+            &f,
+            "POST",
+            &format!("/api/v1/worker/tasks/{tid}/runs"),
+            Some(&token),
+            Some(run_body(i, &sha, 1.0 + f64::from(i) * 0.01)),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let tasks = "SELECT count(*) FROM tasks WHERE bisect_id = $1";
+    let before = count(&f, tasks, bisect).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid}/complete"),
+        Some(&token),
+        Some(json!({"outcome": "done"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // No dispatcher runs yet: the request only recorded why the bisect needs a decision.
+    assert_eq!(count(&f, tasks, bisect).await, before);
+    let reasons: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT reason FROM scheduler_wakeups WHERE bisect_id = $1 ORDER BY 1",
+    )
+    .bind(bisect)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    assert_eq!(reasons, vec!["run_stored", "task_ended"]);
+    // The dispatcher answers every wake-up with one advance, which queues the next work.
+    perfbisect_server::dispatch::spawn(&f.state);
+    eventually("the wake-ups are consumed", || async {
+        count(&f, pending, bisect).await == 0
+    })
+    .await;
+    eventually("the next task is queued", || async {
+        count(
+            &f,
+            "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state = 'queued'",
+            bisect,
+        )
+        .await
+            > 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_is_stored_while_an_advance_of_its_bisect_is_in_progress() {
+    let f = with_repo().await;
+    let token = register(&f, "h1").await;
+    let bisect = submit(&f).await;
+    let task = claim(&f, &token).await;
+    let (tid, sha) = (
+        task["task_id"].as_i64().unwrap(),
+        task["sha"].as_str().unwrap().to_string(),
+    );
+    // Hold what an advance holds until it commits: the bisect's advisory lock and the update
+    // of its row (status, summary).
+    let mut advance = f.state.db.begin().await.unwrap();
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+        .bind(bisect)
+        .fetch_one(&mut *advance)
+        .await
+        .unwrap();
+    assert!(locked);
+    sqlx::query("UPDATE bisects SET updated_at = now(), candidates_remaining = 3 WHERE id = $1")
+        .bind(bisect)
+        .execute(&mut *advance)
+        .await
+        .unwrap();
+    let path = format!("/api/v1/worker/tasks/{tid}/runs");
+    let upload = call(
+        &f,
+        "POST",
+        &path,
+        Some(&token),
+        Some(run_body(0, &sha, 1.0)),
+    );
+    let (s, v) = tokio::time::timeout(Duration::from_secs(10), upload)
+        .await
+        .expect("the run upload waited for the advance");
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    // A second advance of the same bisect does not start while the first holds the lock.
+    assert!(
+        !perfbisect_server::scheduler::try_advance(&f.state, bisect)
+            .await
+            .unwrap()
+    );
+    advance.rollback().await.unwrap();
+    assert!(
+        perfbisect_server::scheduler::try_advance(&f.state, bisect)
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_groups_hosts_are_shared_among_its_bisects_by_priority() {
+    let f = with_repo().await;
+    for i in 0..2 {
+        register(&f, &format!("h{i}")).await;
+    }
+    let outstanding =
+        "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running')";
+    let a = submit(&f).await;
+    let alone = count(&f, outstanding, a).await;
+    // Alone it measures both endpoints at once, one per host.
+    assert_eq!(alone, 2);
+    // The second bisect of the group gets one of the two hosts, not both.
+    let b = submit(&f).await;
+    let shared = count(&f, outstanding, b).await;
+    assert_eq!(shared, 1, "the second bisect queued more than its share");
+    // Priorities: validated, and a change wakes the group's bisects.
+    let (s, v) = call(
+        &f,
+        "PUT",
+        &format!("/api/v1/bisects/{b}/priority"),
+        Some(TOKEN),
+        Some(json!({"priority": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["field"], json!("priority"), "{v}");
+    let (s, _) = call(
+        &f,
+        "PUT",
+        "/api/v1/bisects/99999/priority",
+        Some(TOKEN),
+        Some(json!({"priority": 2})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, v) = call(
+        &f,
+        "PUT",
+        &format!("/api/v1/bisects/{b}/priority"),
+        Some(TOKEN),
+        Some(json!({"priority": 3})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let woken =
+        "SELECT count(*) FROM scheduler_wakeups WHERE bisect_id = $1 AND reason = 'share_changed'";
+    assert_eq!(count(&f, woken, a).await, 1);
+    assert_eq!(count(&f, woken, b).await, 1);
+    let shares: Vec<u32> = [a, b]
+        .iter()
+        .map(|&id| perfbisect_server::allocator::share(4, &[(a, 1), (b, 3)], id))
+        .collect();
+    assert_eq!(shares, vec![1, 3]);
+}
