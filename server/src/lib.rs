@@ -12,6 +12,7 @@ pub mod dashboard;
 pub mod db;
 pub mod dispatch;
 pub mod error;
+pub mod findings;
 pub mod git;
 pub mod graphs;
 pub mod metrics;

@@ -9,7 +9,9 @@
 
 use crate::AppState;
 use crate::store::{allocation, wakeups};
-use perfbisect_engine::{Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide};
+use perfbisect_engine::{
+    Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide_explained,
+};
 use std::collections::HashMap;
 
 /// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
@@ -221,7 +223,9 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
 
     let loaded = state.graphs.get(&mut *tx, bisect).await?;
     let (graph, points) = (&loaded.graph, &loaded.points);
-    let evidence = load_evidence(&mut tx, bisect, &row.metric, points).await?;
+    let mut evidence = load_evidence(&mut tx, bisect, &row.metric, points).await?;
+    evidence.costs = crate::findings::measured_costs(&mut tx, row.job_spec_id).await?;
+    evidence.built = crate::findings::built_points(&mut tx, bisect, points).await?;
     // Nothing can be decided about a range whose endpoints cannot be built.
     let bad_sha = graph.id(graph.bad()).to_string();
     let broken_end: Option<(String, Option<String>)> = sqlx::query_as(
@@ -265,9 +269,13 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         ..Settings::default()
     };
     // The engine is pure and synchronous; a panic in it must fail this bisect, not the server.
-    let decided = std::panic::catch_unwind(|| decide(graph, &evidence, &settings));
+    let decided = std::panic::catch_unwind(|| decide_explained(graph, &evidence, &settings));
     let (decision, assessments) = match decided {
-        Ok(d) => d,
+        Ok(e) => {
+            let findings = crate::findings::to_wire(graph, &e.findings, evidence.costs);
+            crate::findings::store(&mut tx, bisect, &findings).await?;
+            (e.decision, e.assessments)
+        }
         Err(panic) => {
             let what = panic
                 .downcast_ref::<String>()
@@ -355,6 +363,36 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         }
         Decision::Done(Outcome::NotReproduced { reason }) => {
             finish(&mut tx, bisect, "not_reproduced", &reason, None).await?;
+        }
+        Decision::Done(Outcome::Changes {
+            changes,
+            settled,
+            reason,
+        }) => {
+            let views = crate::findings::to_wire(
+                graph,
+                &perfbisect_engine::Findings {
+                    changes: changes.clone(),
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .changes;
+            let list = crate::findings::describe_changes(&views);
+            let first = changes
+                .iter()
+                .find_map(|c| c.culprit.map(|k| (k, c.probability)));
+            match (settled, first) {
+                (true, Some((k, p))) => {
+                    let sha = graph.id(k).to_string();
+                    let reason = format!("{} changes: {list}; {reason}", changes.len());
+                    finish(&mut tx, bisect, "found", &reason, Some((&sha, p))).await?;
+                }
+                _ => {
+                    let reason = format!("more than one change: {list}; {reason}");
+                    finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
+                }
+            }
         }
         Decision::Done(Outcome::Inconclusive { reason, candidates }) => {
             let best: Vec<String> = candidates

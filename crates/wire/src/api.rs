@@ -160,6 +160,9 @@ pub struct Bisect {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The engine's findings: measured change, every change point, budget prediction.
+    #[serde(default)]
+    pub findings: Option<crate::findings::EngineFindings>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

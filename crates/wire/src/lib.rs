@@ -4,6 +4,7 @@
 //! Architecture invariant: this crate does no I/O; it only describes data and validates it.
 
 pub mod api;
+pub mod findings;
 pub mod job;
 pub mod states;
 pub mod tasks;

@@ -245,6 +245,7 @@ struct BisectRow {
     assessments: serde_json::Value,
     candidates_total: Option<i32>,
     candidates_remaining: Option<i32>,
+    findings: Option<serde_json::Value>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
@@ -252,7 +253,7 @@ struct BisectRow {
 
 const BISECT_SELECT: &str = "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric,
         b.direction, b.confidence, b.max_runs, b.status, b.status_reason, j.testcase, j.tbox_group, j.hash AS job_hash,
-        b.culprit_sha, b.culprit_confidence, b.assessments, b.candidates_total, b.candidates_remaining, b.created_at, b.updated_at, b.finished_at
+        b.culprit_sha, b.culprit_confidence, b.assessments, b.candidates_total, b.candidates_remaining, b.findings, b.created_at, b.updated_at, b.finished_at
     FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id";
 
 /// The full view of one bisect, with per-commit statistics derived from its runs.
@@ -421,6 +422,7 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         created_at: b.created_at,
         updated_at: b.updated_at,
         finished_at: b.finished_at,
+        findings: b.findings.and_then(|f| serde_json::from_value(f).ok()),
     })
 }
 

@@ -1,0 +1,128 @@
+//! The engine's findings beside its decision: measured build and run costs going in, and the
+//! measured change, change points and budget prediction coming out (stored on the bisect as
+//! JSON for the API and the report).
+
+use perfbisect_engine::{CandidateGraph, ChangePoint, Costs, Findings, Point};
+use perfbisect_wire::findings::{
+    BudgetPrediction, CandidateProbability, ChangePointView, EngineFindings, MeasuredCosts,
+};
+use std::collections::{BTreeSet, HashMap};
+
+/// Median machine time of a build (a task's start to its first run) and of a run, over every
+/// task of this job spec so far (earlier bisects of the same job included).
+pub async fn measured_costs(tx: &mut sqlx::PgConnection, job_spec: i64) -> sqlx::Result<Costs> {
+    let (build, run): (Option<f64>, Option<f64>) = sqlx::query_as(
+        "SELECT
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first_run - t.started_at))::float8
+              FROM tasks t
+              JOIN LATERAL (SELECT min(r.started_at) AS first_run FROM runs r WHERE r.task_id = t.id) f ON true
+             WHERE t.job_spec_id = $1 AND t.started_at IS NOT NULL AND f.first_run IS NOT NULL),
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.started_at))::float8
+              FROM runs r JOIN tasks t ON t.id = r.task_id WHERE t.job_spec_id = $1)",
+    )
+    .bind(job_spec)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(Costs {
+        build_secs: build.unwrap_or(0.0).max(0.0),
+        // A run shorter than the clock's resolution still costs something.
+        run_secs: run.map_or(0.0, |r| r.max(0.001)),
+    })
+}
+
+/// Points whose build exists: a task for them (or paired with them) finished.
+pub async fn built_points(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    points: &HashMap<String, Point>,
+) -> sqlx::Result<BTreeSet<Point>> {
+    let shas: Vec<String> = sqlx::query_scalar(
+        "SELECT sha FROM tasks WHERE bisect_id = $1 AND state = 'done'
+         UNION SELECT pair_sha FROM tasks WHERE bisect_id = $1 AND state = 'done' AND pair_sha IS NOT NULL",
+    )
+    .bind(bisect)
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok(shas.iter().filter_map(|s| points.get(s).copied()).collect())
+}
+
+fn sha(graph: &CandidateGraph, c: usize) -> String {
+    graph.id(c).to_string()
+}
+
+fn change_point(graph: &CandidateGraph, c: &ChangePoint) -> ChangePointView {
+    ChangePointView {
+        culprit: c.culprit.map(|k| sha(graph, k)),
+        probability: c.probability,
+        candidates: c
+            .candidates
+            .iter()
+            .map(|&(k, p)| CandidateProbability {
+                sha: sha(graph, k),
+                probability: p,
+            })
+            .collect(),
+        change: c.change,
+    }
+}
+
+/// The engine's findings with commits named by sha.
+pub fn to_wire(graph: &CandidateGraph, f: &Findings, costs: Costs) -> EngineFindings {
+    EngineFindings {
+        change: f.change,
+        noise: f.noise,
+        direction_contradicted: f.direction_contradicted,
+        prediction: f.prediction.map(|p| BudgetPrediction {
+            runs: p.runs,
+            builds: p.builds,
+            machine_secs: p.machine_secs,
+        }),
+        changes: f.changes.iter().map(|c| change_point(graph, c)).collect(),
+        more_than_one_change: f.misfit,
+        verification_alpha: f.verification_alpha,
+        verification_evalue: f.verification_evalue.filter(|e| e.is_finite()),
+        costs: (costs.build_secs > 0.0 || costs.run_secs > 0.0).then_some(MeasuredCosts {
+            build_secs: costs.build_secs,
+            run_secs: costs.run_secs,
+        }),
+    }
+}
+
+/// One line per change point, for reasons and events: `abc123def456 (+2.01%)`.
+pub fn describe_changes(changes: &[ChangePointView]) -> String {
+    changes
+        .iter()
+        .map(|c| match &c.culprit {
+            Some(s) => format!("{} ({:+.2}%)", &s[..12.min(s.len())], 100.0 * c.change),
+            None => format!(
+                "one of {} ({:+.2}%)",
+                c.candidates
+                    .iter()
+                    .take(5)
+                    .map(|x| format!(
+                        "{} {:.1}%",
+                        &x.sha[..12.min(x.sha.len())],
+                        100.0 * x.probability
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                100.0 * c.change
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+pub async fn store(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    findings: &EngineFindings,
+) -> sqlx::Result<()> {
+    let json = serde_json::to_value(findings).unwrap_or(serde_json::Value::Null);
+    sqlx::query("UPDATE bisects SET findings = $2 WHERE id = $1")
+        .bind(bisect)
+        .bind(json)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
