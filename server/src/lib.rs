@@ -15,6 +15,7 @@ pub mod error;
 pub mod findings;
 pub mod git;
 pub mod graphs;
+pub mod materials;
 pub mod metrics;
 pub mod notify;
 pub mod pg;
@@ -113,7 +114,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         config.public_url(),
     );
     state.mail = Arc::new(config.mail.settings()?);
-    state.mirrors = state.mirrors.clone().with_auth(config.git.clone());
+    state.mirrors = state.mirrors.clone().with_auth((*config.git).clone());
     state.access = Arc::new(config.read_access()?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
