@@ -8,7 +8,8 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error("cannot reach the server at {url}: {source}")]
+    // The cause is the error's source: `{:#}` prints it once, after this.
+    #[error("cannot reach the server at {url} (set it with --server or PERFBISECT_SERVER)")]
     Unreachable { url: String, source: reqwest::Error },
     #[error("{status}: {}{message}", field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default())]
     Refused {
@@ -153,12 +154,58 @@ impl Api {
     }
 }
 
-/// One progress line: status, candidates left, runs, pending tasks.
+/// A change as printed: `+4.8%`, `-9.7%`.
+pub fn signed_pct(pct: f64) -> String {
+    let s = format!("{:.1}%", pct.abs());
+    if s == "0.0%" {
+        s
+    } else if pct > 0.0 {
+        format!("+{s}")
+    } else {
+        format!("-{s}")
+    }
+}
+
+/// `3 min`, `1 h 5 min`.
+fn duration(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// One progress line: status, the measures that move (most likely culprit, candidates
+/// holding 90%, bits left), runs, and the time left.
 pub fn progress_line(b: &Bisect) -> String {
-    format!(
-        "bisect {} [{}] candidates {}/{} · runs {} · tasks pending {}",
-        b.id, b.status, b.candidates_remaining, b.candidates_total, b.runs_done, b.tasks_pending
-    )
+    let mut line = format!("bisect {} [{}]", b.id, b.status);
+    match &b.progress {
+        Some(p) if p.entropy_bits.is_some() && b.culprit.is_none() => {
+            if let (Some(sha), Some(top)) = (&p.top_sha, p.top_probability) {
+                line += &format!(" top {} {:.1}%", &sha[..sha.len().min(12)], 100.0 * top);
+            }
+            if let Some(n) = p.candidates_90 {
+                line += &format!(" · 90% in {n} of {}", b.candidates_total);
+            }
+            line += &format!(
+                " · {:.1} of {:.1} bits left",
+                p.entropy_bits.unwrap_or_default(),
+                p.entropy_bits_start
+            );
+        }
+        _ => line += &format!(" candidates {}", b.candidates_total),
+    }
+    line += &format!(" · runs {}/{}", b.runs_done, b.max_runs);
+    if let Some(eta) = b.progress.as_ref().and_then(|p| p.eta_secs)
+        && !perfbisect_wire::api::status_is_final(&b.status)
+    {
+        line += &format!(" · about {} left", duration(eta));
+    }
+    if let Some(c) = &b.measured_change {
+        line += &format!(" · change {} ({})", signed_pct(c.pct), c.kind);
+    }
+    line
 }
 
 /// The per-commit table and the outcome, as the CLI prints them.
@@ -168,36 +215,146 @@ pub fn render(b: &Bisect) -> String {
         "bisect {} of {} {}..{} on {} ({}): {}\n",
         b.id, b.repository, b.good.rev, b.bad.rev, b.metric, b.testcase, b.status
     ));
-    if let Some(r) = &b.status_reason {
-        out.push_str(&format!("  {r}\n"));
+    if let Some(c) = &b.measured_change {
+        out.push_str(&format!(
+            "  {} {} of {} ({} -> {}; {})\n",
+            signed_pct(c.pct),
+            c.kind,
+            b.metric,
+            fmt_num(c.good_mean),
+            fmt_num(c.bad_mean),
+            c.runs_used
+        ));
     }
+    if let Some(r) = &b.status_reason {
+        // The reason's first line is a sentence; the rest is detail for `--json`.
+        out.push_str(&format!("  {}\n", r.lines().next().unwrap_or("")));
+    }
+    let culprit = b.culprit.as_ref().map(|c| c.commit.sha.as_str());
     out.push_str(&format!(
-        "\n  {:<12} {:<13} {:<8} {:>3} {:>12} {:>9} {:>8}  {}\n",
-        "commit", "role", "verdict", "n", "mean", "stddev", "%stddev", "subject"
+        "\n  {:<12} {:<13} {:<9} {:>3} {:>12} {:>12} {:>8} {:>9}  {}\n",
+        "commit", "role", "verdict", "n", "mean", "stddev", "%stddev", "P(culprit)", "subject"
     ));
     for c in &b.commits {
         let pct = match (c.mean, c.stddev) {
             (Some(m), Some(s)) if m != 0.0 => format!("{:.1}%", 100.0 * s / m.abs()),
             _ => "-".into(),
         };
-        let role = c.role.replace("_endpoint", "");
+        let role = if Some(c.sha.as_str()) == culprit {
+            "CULPRIT".to_string()
+        } else {
+            c.role.replace("_endpoint", "")
+        };
         out.push_str(&format!(
-            "  {:<12} {:<13} {:<8} {:>3} {:>12} {:>9} {:>8}  {}\n",
-            &c.sha[..12],
+            "{} {:<12} {:<13} {:<9} {:>3} {:>12} {:>12} {:>8} {:>9}  {}\n",
+            if Some(c.sha.as_str()) == culprit {
+                '>'
+            } else {
+                ' '
+            },
+            &c.sha[..12.min(c.sha.len())],
             role,
             c.verdict,
             c.n,
-            c.mean.map(|m| format!("{m:.2}")).unwrap_or("-".into()),
-            c.stddev.map(|m| format!("{m:.2}")).unwrap_or("-".into()),
+            c.mean.map(fmt_num).unwrap_or("-".into()),
+            c.stddev.map(fmt_num).unwrap_or("-".into()),
             pct,
+            c.culprit_probability
+                .map(|p| format!("{:.1}%", 100.0 * p))
+                .unwrap_or_default(),
             c.subject.chars().take(50).collect::<String>()
         ));
     }
     if let Some(c) = &b.culprit {
         out.push_str(&format!(
-            "\nculprit: {} (\"{}\")\n  author: {}\n  confidence: {:.4}\n",
-            c.commit.sha, c.commit.subject, c.commit.author, c.confidence
+            "\nculprit: {} (\"{}\")\n  author: {}\n  probability: {}\n",
+            c.commit.sha,
+            c.commit.subject,
+            c.commit.author,
+            probability(c.confidence)
         ));
     }
     out
+}
+
+/// Six significant digits, no exponent for ordinary magnitudes: `1218093`, `0.0123457`.
+fn fmt_num(v: f64) -> String {
+    if v != 0.0 && (v.abs() >= 1e12 || v.abs() < 1e-4) {
+        format!("{v:.5e}")
+    } else {
+        let digits = (5 - v.abs().log10().floor() as i32).max(0) as usize;
+        let s = format!("{v:.digits$}");
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    }
+}
+
+/// A probability that never rounds a confidence short of certainty up to 100%.
+pub fn probability(p: f64) -> String {
+    let pct = 100.0 * p;
+    if (99.9..100.0).contains(&pct) {
+        let s = format!("{pct:.2}%");
+        if s == "100.00%" { ">99.99%".into() } else { s }
+    } else {
+        format!("{pct:.1}%")
+    }
+}
+
+/// How `watch` (and `submit --watch`) exit: 0 with a culprit, 1 when the bisect failed, 2
+/// when it ended without a culprit (not reproduced, inconclusive, cancelled).
+pub fn exit_code(status: &str) -> i32 {
+    match status {
+        "found" => 0,
+        "failed" => 1,
+        _ => 2,
+    }
+}
+
+/// The `list` table: a header, then one row per bisect with its change and age.
+pub fn render_list(list: &BisectList, now: chrono::DateTime<chrono::Utc>) -> String {
+    let mut out = format!(
+        "{:>6}  {:<14} {:<12} {:<24} {:<24} {:>8}  {:<12} {:>8}\n",
+        "id", "status", "repository", "range", "metric", "change", "culprit", "age"
+    );
+    for b in &list.bisects {
+        let range = format!("{}..{}", b.good, b.bad);
+        out += &format!(
+            "{:>6}  {:<14} {:<12} {:<24} {:<24} {:>8}  {:<12} {:>8}\n",
+            b.id,
+            b.status,
+            b.repository,
+            range,
+            b.metric,
+            b.change_pct.map(signed_pct).unwrap_or_else(|| "-".into()),
+            b.culprit
+                .as_deref()
+                .map(|c| &c[..12.min(c.len())])
+                .unwrap_or("-"),
+            format!("{} ago", duration((now - b.created_at).num_seconds()))
+        );
+    }
+    out += &format!("({} in all)\n", list.total);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_probabilities_and_exit_codes() {
+        assert_eq!(fmt_num(1218093.0), "1218093");
+        assert_eq!(fmt_num(1.214e9), "1214000000");
+        assert_eq!(fmt_num(23.456789), "23.4568");
+        assert_eq!(probability(0.9998), "99.98%");
+        assert_eq!(probability(0.99999), ">99.99%");
+        assert_eq!(signed_pct(-9.66), "-9.7%");
+        assert_eq!(exit_code("found"), 0);
+        assert_eq!(exit_code("failed"), 1);
+        assert_eq!(exit_code("inconclusive"), 2);
+        assert_eq!(exit_code("not_reproduced"), 2);
+    }
 }

@@ -21,8 +21,8 @@ pub struct DemoArgs {
     /// Commits in the example range.
     #[arg(long, default_value_t = 240)]
     pub commits: usize,
-    /// Planted change, in percent.
-    #[arg(long, default_value_t = 6.0)]
+    /// Planted change, in percent; negative for a regression (`--change-pct -8`).
+    #[arg(long, default_value_t = 6.0, allow_negative_numbers = true)]
     pub change_pct: f64,
     /// Noise of the benchmark (coefficient of variation, percent).
     #[arg(long, default_value_t = 3.0)]

@@ -1,6 +1,6 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use perfbisect_cli::api::{Api, render};
+use perfbisect_cli::api::{Api, ApiError, exit_code, render, render_list};
 use perfbisect_wire::api::SubmitBisect;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,15 +26,21 @@ struct Remote {
         global = true
     )]
     server: String,
-    /// API token (submit, cancel, repo add). Defaults to the local server's `api-token` file.
+    /// API token (submit, cancel, repo-add). Without it: the `api-token` file in the data
+    /// directory of a server started here (`$PERFBISECT_DATA_DIR`, else
+    /// `.perfbisect/server`), which the server writes only when it generated the token; a
+    /// server given `--api-token` writes none, so pass the same token here.
     #[arg(long, env = "PERFBISECT_TOKEN", global = true)]
     token: Option<String>,
 }
 
 impl Remote {
     fn api(&self) -> Api {
+        let dir = std::env::var_os("PERFBISECT_DATA_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(".perfbisect/server"));
         let token = self.token.clone().or_else(|| {
-            std::fs::read_to_string(".perfbisect/server/api-token")
+            std::fs::read_to_string(dir.join("api-token"))
                 .ok()
                 .map(|t| t.trim().to_string())
         });
@@ -89,7 +95,7 @@ enum Cmd {
         /// Answer at merge level first (search bad's first-parent chain).
         #[arg(long)]
         first_parent: bool,
-        /// Follow progress until the bisect ends.
+        /// Follow progress until the bisect ends (exit status as `watch`).
         #[arg(long)]
         watch: bool,
         #[command(flatten)]
@@ -104,7 +110,8 @@ enum Cmd {
         #[command(flatten)]
         remote: Remote,
     },
-    /// Follow a bisect until it ends.
+    /// Follow a bisect until it ends. Exits 0 with a culprit, 1 when the bisect failed, 2
+    /// when it ended without one (not reproduced, inconclusive, cancelled).
     Watch {
         id: i64,
         #[command(flatten)]
@@ -131,24 +138,43 @@ async fn main() {
     let result = match cli.command {
         Cmd::Server(config) => {
             perfbisect_server::init_tracing();
-            perfbisect_server::run(config).await
+            perfbisect_server::run(config).await.map(Ended::from)
         }
         Cmd::Worker(config) => {
             perfbisect_server::init_tracing();
-            perfbisect_worker::run(*config).await
+            perfbisect_worker::run(*config).await.map(Ended::from)
         }
         other => client(other).await,
     };
-    if let Err(e) = result {
-        eprintln!("perfbisect: {e:#}");
-        std::process::exit(1);
+    match result {
+        Err(e) => {
+            eprintln!("perfbisect: {e:#}");
+            if let Some(ApiError::Refused { status: 401, .. }) = e.downcast_ref::<ApiError>() {
+                eprintln!(
+                    "perfbisect: pass the server's API token with --token or PERFBISECT_TOKEN"
+                );
+            }
+            std::process::exit(1);
+        }
+        Ok(Ended(Some(status))) => std::process::exit(exit_code(&status)),
+        Ok(_) => {}
     }
 }
 
-async fn client(cmd: Cmd) -> anyhow::Result<()> {
+/// What a command leaves for the exit status: the final status of a watched bisect.
+#[derive(Default)]
+struct Ended(Option<String>);
+
+impl From<()> for Ended {
+    fn from(_: ()) -> Self {
+        Ended(None)
+    }
+}
+
+async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
     match cmd {
-        Cmd::Demo(args) => perfbisect_cli::demo::run(args).await,
-        Cmd::Loadtest(args) => perfbisect_cli::loadtest::run(args).await,
+        Cmd::Demo(args) => perfbisect_cli::demo::run(args).await.map(Ended::from),
+        Cmd::Loadtest(args) => perfbisect_cli::loadtest::run(args).await.map(Ended::from),
         Cmd::RepoAdd {
             name,
             url,
@@ -160,7 +186,7 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
                 .add_repository_with_web(&name, &url, web_url.as_deref())
                 .await?;
             println!("repository {} ({}) mirrored", r.name, r.url);
-            Ok(())
+            Ok(Ended(None))
         }
         Cmd::Submit {
             repo,
@@ -204,8 +230,9 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
                     perfbisect_cli::demo::watch(&api, b.id, Duration::from_secs(u64::MAX / 4))
                         .await?;
                 println!("\n{}", render(&done));
+                return Ok(Ended(Some(done.status)));
             }
-            Ok(())
+            Ok(Ended(None))
         }
         Cmd::Status { id, json, remote } => {
             let b = remote.api().bisect(id).await?;
@@ -214,36 +241,24 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
             } else {
                 print!("{}", render(&b));
             }
-            Ok(())
+            Ok(Ended(None))
         }
         Cmd::Watch { id, remote } => {
             let api = remote.api();
             let done =
                 perfbisect_cli::demo::watch(&api, id, Duration::from_secs(u64::MAX / 4)).await?;
             println!("\n{}", render(&done));
-            Ok(())
+            Ok(Ended(Some(done.status)))
         }
         Cmd::Cancel { id, remote } => {
             let b = remote.api().cancel(id).await?;
             println!("bisect {} is {}", b.id, b.status);
-            Ok(())
+            Ok(Ended(None))
         }
         Cmd::List { status, remote } => {
             let list = remote.api().list(status.as_deref()).await?;
-            for b in list.bisects {
-                println!(
-                    "{:>6}  {:<14} {:<12} {}..{}  {}  {}",
-                    b.id,
-                    b.status,
-                    b.repository,
-                    b.good,
-                    b.bad,
-                    b.metric,
-                    b.culprit.as_deref().map(|c| &c[..12]).unwrap_or("")
-                );
-            }
-            println!("({} in all)", list.total);
-            Ok(())
+            print!("{}", render_list(&list, chrono::Utc::now()));
+            Ok(Ended(None))
         }
         Cmd::Server(_) | Cmd::Worker(_) => unreachable!("handled in main"),
     }

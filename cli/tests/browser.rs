@@ -77,6 +77,18 @@ async fn a_bisect_submitted_through_the_form_ends_with_the_planted_culprit() {
         .unwrap();
     let first_runs = runs_on_page(c).await;
 
+    // Progress moves while the bisect runs, not only at its end: the uncertainty left (bits)
+    // falls and the top candidate's probability rises on the same, never reloaded, page.
+    let first = wait_js(
+        c,
+        "const p = document.getElementById('progress');
+         return p && [Number(p.dataset.entropy), Number(p.dataset.top)];",
+        Duration::from_secs(300),
+        "the progress measures",
+    )
+    .await;
+    let (bits0, top0) = (first[0].as_f64().unwrap(), first[1].as_f64().unwrap());
+
     // Meanwhile, in another tab, while the bisect has work to do: the hosts page lists both
     // workers, one of them busy with this bisect, and the queue shows its tasks.
     let tab = c.new_window(true).await.unwrap();
@@ -121,6 +133,27 @@ async fn a_bisect_submitted_through_the_form_ends_with_the_planted_culprit() {
     .await;
     browser.screenshots("bisect-running").await;
 
+    let moved = wait_js(
+        c,
+        &format!(
+            "const s = document.getElementById('status').dataset.status;
+             const p = document.getElementById('progress');
+             if (['found', 'not_reproduced', 'inconclusive', 'failed', 'cancelled'].includes(s)) {{
+               return 'ended';
+             }}
+             return p && Number(p.dataset.entropy) < {bits0} - 0.5
+                      && Number(p.dataset.top) > {top0} && 'moved';"
+        ),
+        Duration::from_secs(600),
+        "the progress measures to move",
+    )
+    .await;
+    assert_eq!(
+        moved, "moved",
+        "the bisect ended before its progress moved from {bits0} bits, top {top0}"
+    );
+    browser.screenshots("bisect-progress").await;
+
     // The same page, never reloaded, ends with the planted culprit.
     let status = wait_js(
         c,
@@ -164,7 +197,107 @@ async fn a_bisect_submitted_through_the_form_ends_with_the_planted_culprit() {
         !is_displayed(c, "#cancel").await,
         "no cancel button on an ended bisect"
     );
+    // The change heads the page: the planted +6% of a higher-is-better score.
+    assert_eq!(
+        attr_of(c, "#change", "data-kind").await.as_deref(),
+        Some("improvement")
+    );
+    let up_colour = colour_of(c, "#change .change-pct").await;
+    assert!(
+        text_of(c, "#change").await.contains('+'),
+        "{}",
+        text_of(c, "#change").await
+    );
     browser.screenshots("bisect").await;
+
+    // On a phone the whole plot fits: the culprit line and every sample are on screen.
+    browser.client.set_window_size(390, 844).await.unwrap();
+    let fit = c
+        .execute(
+            "const wrap = document.querySelector('.plot-wrap').getBoundingClientRect();
+             const line = document.querySelector('svg.plot line.culprit').getBoundingClientRect();
+             const dots = Array.from(document.querySelectorAll('svg.plot g.commit circle'))
+               .map(e => e.getBoundingClientRect());
+             const right = Math.max(...dots.map(r => r.right));
+             const left = Math.min(...dots.map(r => r.left));
+             return { inner: window.innerWidth, wrapLeft: wrap.left, wrapRight: wrap.right,
+                      lineLeft: line.left, lineRight: line.right, dotsLeft: left, dotsRight: right };",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let n = |k: &str| fit[k].as_f64().unwrap();
+    assert!(
+        n("lineLeft") >= n("wrapLeft")
+            && n("lineRight") <= n("wrapRight")
+            && n("lineRight") <= n("inner"),
+        "the culprit line is outside the plot on a phone: {fit}"
+    );
+    assert!(
+        n("dotsLeft") >= 0.0 && n("dotsRight") <= n("inner"),
+        "samples fall off a phone's screen: {fit}"
+    );
+    browser.screenshots("bisect-plot").await;
+
+    // A regression reads differently from an improvement: a planted −8% of the same score.
+    let down = example::generate(
+        &lab.path().join("example-down.git"),
+        &example::ExampleOptions {
+            commits: 60,
+            seed: 34,
+            change: -0.08,
+            broken_commits: 0,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    lab.api
+        .add_repository("example-down", &down.path.display().to_string())
+        .await
+        .unwrap();
+    let regression = lab
+        .api
+        .submit(&perfbisect_wire::api::SubmitBisect {
+            repository: "example-down".into(),
+            good: "good".into(),
+            bad: "bad".into(),
+            job: JOB_YAML.into(),
+            metric: example::METRIC.into(),
+            direction: None,
+            magnitude_pct: None,
+            confidence: None,
+            max_runs: None,
+            notify: vec![],
+            use_merge_base: false,
+            first_parent: false,
+        })
+        .await
+        .unwrap();
+    let measured = lab
+        .until(regression.id, Duration::from_secs(300), |b| {
+            b.measured_change.is_some()
+        })
+        .await;
+    assert_eq!(
+        measured.measured_change.as_ref().map(|m| m.kind.as_str()),
+        Some("regression"),
+        "{measured:?}"
+    );
+    c.goto(&lab.url(&format!("/bisects/{}", regression.id)))
+        .await
+        .unwrap();
+    assert_eq!(
+        attr_of(c, "#change", "data-kind").await.as_deref(),
+        Some("regression")
+    );
+    let down_colour = colour_of(c, "#change .change-pct").await;
+    assert_ne!(
+        up_colour, down_colour,
+        "a regression and an improvement look alike"
+    );
+    assert!(text_of(c, "#change").await.contains('\u{2212}'));
+    browser.screenshots("bisect-regression").await;
+    lab.api.cancel(regression.id).await.unwrap();
 
     // The list shows it with its culprit.
     c.goto(&lab.url("/bisects")).await.unwrap();
@@ -172,8 +305,9 @@ async fn a_bisect_submitted_through_the_form_ends_with_the_planted_culprit() {
     assert!(
         listed.contains("found")
             && listed.contains(&ex.planted[..12])
-            && listed.contains("example"),
-        "list row: {listed}"
+            && listed.contains("example")
+            && listed.contains('+'),
+        "list row (with its change): {listed}"
     );
     browser.screenshots("bisects").await;
     browser.stop().await;
@@ -349,6 +483,28 @@ async fn text_of(c: &Client, css: &str) -> String {
         .text()
         .await
         .unwrap()
+}
+
+async fn attr_of(c: &Client, css: &str, name: &str) -> Option<String> {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
+        .attr(name)
+        .await
+        .unwrap()
+}
+
+/// The computed text colour of an element, as the browser paints it.
+async fn colour_of(c: &Client, css: &str) -> String {
+    c.execute(
+        &format!("return getComputedStyle(document.querySelector('{css}')).color;"),
+        vec![],
+    )
+    .await
+    .unwrap()
+    .as_str()
+    .unwrap()
+    .to_string()
 }
 
 async fn is_displayed(c: &Client, css: &str) -> bool {

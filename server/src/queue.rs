@@ -105,7 +105,7 @@ pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
             &state.db,
             bisect,
             "lease_expired",
-            &format!("task {task} lease expired; now {new_state}"),
+            &format!("A host stopped answering; task {task} is {new_state} again.\nlease expired"),
         )
         .await?;
         if new_state == "queued" {

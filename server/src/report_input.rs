@@ -161,15 +161,16 @@ impl Stored {
     /// the paired tasks. Without paired runs, the first parent (or the good endpoint) and
     /// every run of the two commits.
     fn verification(&self, culprit: &str) -> (String, Vec<&RunRow>, Vec<&RunRow>) {
-        let paired_parent = self.runs.iter().find_map(|r| match &r.pair_sha {
-            Some(p) if r.task_sha == culprit => Some(p.clone()),
-            Some(p) if p == culprit => Some(r.task_sha.clone()),
-            _ => None,
-        });
+        // The same choice of runs as the change every page shows (`crate::change`).
+        let paired_parent = crate::change::paired_parent(
+            self.runs
+                .iter()
+                .map(|r| (r.task_sha.as_str(), r.pair_sha.as_deref())),
+            culprit,
+        );
         if let Some(parent) = paired_parent {
             let in_pair = |r: &&RunRow| {
-                let pair = (r.task_sha.as_str(), r.pair_sha.as_deref());
-                pair == (culprit, Some(parent.as_str())) || pair == (parent.as_str(), Some(culprit))
+                crate::change::in_pair(&r.task_sha, r.pair_sha.as_deref(), culprit, &parent)
             };
             let paired: Vec<&RunRow> = self.runs.iter().filter(in_pair).collect();
             let parent_runs = paired.iter().copied().filter(|r| r.sha == parent).collect();

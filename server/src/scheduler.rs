@@ -211,7 +211,8 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     .await?;
     if let Some((task, sha, message)) = lost {
         let reason = format!(
-            "task {task} for commit {} failed on every attempt: {}",
+            "A task could not be completed, so the bisect stopped (task {task} for commit {} \
+             failed on every attempt; this says nothing about the commit).\n{}",
             &sha[..12.min(sha.len())],
             message.unwrap_or_default()
         );
@@ -240,7 +241,8 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     if let Some((sha, log)) = broken_end {
         let which = if sha == row.good_sha { "good" } else { "bad" };
         let reason = format!(
-            "the {which} endpoint {} does not build with this job; build log ends:\n{}",
+            "The {which} endpoint {} does not build with this job, so there is nothing to \
+             compare.\nbuild log ends:\n{}",
             &sha[..12],
             log.unwrap_or_default()
         );
@@ -334,16 +336,24 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                     .bind(phase_name(phase))
                     .execute(&mut *tx)
                     .await?;
-                    let what = match &pair_sha {
-                        Some(p) => format!(
-                            "{} × {} interleaved with {}",
+                    // A sentence first; the engine's reasoning folded below it (after a newline).
+                    let what = match (&pair_sha, phase) {
+                        (Some(p), _) => format!(
+                            "Verifying: {} runs of {} interleaved with {} on one host.",
                             req.runs,
                             &sha[..12],
                             &p[..12]
                         ),
-                        None => format!("{} × {}", req.runs, &sha[..12]),
+                        (None, Phase::Reproducing) => format!(
+                            "Checking that the change reproduces: {} runs of {}.",
+                            req.runs,
+                            &sha[..12]
+                        ),
+                        (None, _) => {
+                            format!("Measuring {} runs of {}.", req.runs, &sha[..12])
+                        }
                     };
-                    event(&mut *tx, bisect, "measure", &format!("{what}: {why}")).await?;
+                    event(&mut *tx, bisect, "measure", &format!("{what}\n{why}")).await?;
                     queued += 1;
                 }
                 if queued > 0 {
@@ -358,10 +368,14 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             confidence,
         }) => {
             let sha = graph.id(culprit).to_string();
-            let reason = format!("culprit {} with probability {confidence:.4}", &sha[..12]);
+            let reason = format!(
+                "Found the culprit {} (probability {confidence:.4}).",
+                &sha[..12]
+            );
             finish(&mut tx, bisect, "found", &reason, Some((&sha, confidence))).await?;
         }
         Decision::Done(Outcome::NotReproduced { reason }) => {
+            let reason = format!("The change did not reproduce between the endpoints.\n{reason}");
             finish(&mut tx, bisect, "not_reproduced", &reason, None).await?;
         }
         Decision::Done(Outcome::Changes {
@@ -400,7 +414,10 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                 .take(5)
                 .map(|(i, p)| format!("{} ({:.1}%)", &graph.id(*i)[..12], p * 100.0))
                 .collect();
-            let reason = format!("{reason}; best candidates: {}", best.join(", "));
+            let reason = format!(
+                "No commit reached the target confidence.\n{reason}; best candidates: {}",
+                best.join(", ")
+            );
             finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
         }
     }

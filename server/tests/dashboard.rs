@@ -15,6 +15,7 @@ use tower::ServiceExt;
 struct Fixture {
     router: Router,
     db: PgPool,
+    state: perfbisect_server::AppState,
     _dir: tempfile::TempDir,
 }
 
@@ -22,7 +23,8 @@ async fn fixture() -> Fixture {
     let (state, dir) = common::state("http://test").await;
     Fixture {
         db: state.db.clone(),
-        router: api::router(state),
+        router: api::router(state.clone()),
+        state,
         _dir: dir,
     }
 }
@@ -358,4 +360,275 @@ async fn stale_hosts_stand_out_and_a_group_without_hosts_is_named() {
     assert!(starving.contains("no live host serves this group"));
     let local = &queue[queue.find("<h2 id=\"group-2\">local").unwrap()..];
     assert!(local.contains("2 live hosts"), "{local}");
+}
+
+/// Stores complete runs of `metric` for commits (by `sha` number) in one done task.
+async fn seed_runs(db: &PgPool, id: i64, host: i64, metric: &str, runs: &[(u32, f64)]) -> i64 {
+    let task: i64 = sqlx::query_scalar(
+        "INSERT INTO tasks (bisect_id, sha, job_spec_id, host_group, runs, phase, state, started_at, finished_at)
+         SELECT $1, $2, job_spec_id, 'local', 3, 'searching', 'done', now() - interval '5 seconds', now()
+         FROM bisects WHERE id = $1 RETURNING id",
+    )
+    .bind(id)
+    .bind(sha(runs[0].0))
+    .fetch_one(db)
+    .await
+    .unwrap();
+    for (i, (commit, value)) in runs.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log,
+                               environment, started_at, finished_at)
+             VALUES ($1, $2, $3, $4, $5, true, $6, 'bench: run log line', $7, now(), now())",
+        )
+        .bind(task)
+        .bind(id)
+        .bind(sha(*commit))
+        .bind(host)
+        .bind(i as i32)
+        .bind(serde_json::json!({ metric: value }))
+        .bind(serde_json::json!({ "kernel_release": "6.1.0-test", "cpu_governor": "performance" }))
+        .execute(db)
+        .await
+        .unwrap();
+    }
+    task
+}
+
+async fn set_metric(db: &PgPool, id: i64, metric: &str) {
+    sqlx::query("UPDATE bisects SET metric = $2 WHERE id = $1")
+        .bind(id)
+        .bind(metric)
+        .execute(db)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_change_is_at_the_top_coloured_by_what_it_is_and_listed_with_its_sign() {
+    let f = fixture().await;
+    let host = seed_host(&f.db, "h1", "local", 0.0).await;
+    // fio.write_iops: higher is better. Up 10% is an improvement, down 10% a regression.
+    let up = seed_bisect(&f.db, "linux", "searching", 3).await;
+    let down = seed_bisect(&f.db, "linux", "searching", 3).await;
+    for id in [up, down] {
+        set_metric(&f.db, id, "fio.write_iops").await;
+    }
+    seed_runs(
+        &f.db,
+        up,
+        host,
+        "fio.write_iops",
+        &[(0, 100.0), (0, 100.0), (3, 110.0)],
+    )
+    .await;
+    seed_runs(
+        &f.db,
+        down,
+        host,
+        "fio.write_iops",
+        &[(0, 100.0), (3, 90.0), (3, 90.0)],
+    )
+    .await;
+
+    let page = get(&f, &format!("/bisects/{up}")).await;
+    assert!(
+        page.body.contains("class=\"change ch-improvement\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("<span class=\"change-pct\">+10.0%</span>")
+    );
+    assert!(
+        page.body.contains("bad vs good endpoint, 1 + 2 runs"),
+        "which runs"
+    );
+    // The change comes before the progress panel: at the top of the live part.
+    assert!(
+        page.body.find("id=\"change\"").unwrap() < page.body.find("id=\"progress-h\"").unwrap()
+    );
+    let page = get(&f, &format!("/bisects/{down}")).await;
+    assert!(page.body.contains("class=\"change ch-regression\""));
+    assert!(page.body.contains("\u{2212}10.0%"));
+
+    // The list has a Δ column, coloured the same way.
+    let list = get(&f, "/bisects").await;
+    assert!(list.body.contains(">Δ</th>"));
+    assert!(list.body.contains("class=\"num delta ch-improvement\""));
+    assert!(list.body.contains("class=\"num delta ch-regression\""));
+
+    // The API says the same number and which runs it used, in the bisect and in the list.
+    let (_, body) = common::request(
+        &f.state,
+        "GET",
+        &format!("/api/v1/bisects/{down}"),
+        None,
+        None,
+    )
+    .await;
+    let b: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!((b["measured_change"]["pct"].as_f64().unwrap() + 10.0).abs() < 1e-9);
+    assert_eq!(b["measured_change"]["kind"], "regression");
+    assert_eq!(b["measured_change"]["basis"], "endpoints");
+    let (_, body) = common::request(&f.state, "GET", "/api/v1/bisects", None, None).await;
+    let l: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let row = l["bisects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == down)
+        .unwrap();
+    assert!((row["change_pct"].as_f64().unwrap() + 10.0).abs() < 1e-9);
+    assert_eq!(row["change_kind"], "regression");
+}
+
+#[tokio::test]
+async fn a_failed_bisect_reads_as_a_sentence_with_the_plumbing_folded() {
+    let f = fixture().await;
+    let id = seed_bisect(&f.db, "linux", "failed", 240).await;
+    // An even spread over 240 candidates, as the engine leaves it when nothing was measured.
+    let spread: Vec<serde_json::Value> = (1..=240)
+        .map(|i| serde_json::json!({ "sha": sha(i), "verdict": "unknown", "p": 1.0 / 240.0 }))
+        .collect();
+    sqlx::query(
+        "UPDATE bisects SET assessments = $2, finished_at = now(), status_reason =
+           'A task could not be completed, so the bisect stopped (task 1 for commit 000000000000 failed on every attempt; this says nothing about the commit).' || chr(10) || 'uploading a run: server answered 422 Unprocessable Entity:'
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(serde_json::Value::Array(spread))
+    .execute(&f.db)
+    .await
+    .unwrap();
+    let page = get(&f, &format!("/bisects/{id}")).await;
+    let body = &page.body;
+    let outcome = &body[body.find("id=\"outcome\"").unwrap()..];
+    let outcome = &outcome[..outcome.find("</p>").unwrap()];
+    assert!(
+        outcome.contains("The bisect failed") && outcome.contains("says nothing about the commit"),
+        "{outcome}"
+    );
+    assert!(
+        !outcome.contains("422"),
+        "the plumbing is folded away: {outcome}"
+    );
+    assert!(body.contains("<summary>Details</summary><pre>uploading a run: server answered 422"));
+    assert!(
+        !body.contains("Most likely culprits"),
+        "ten commits at 0.4% say nothing"
+    );
+    assert!(!body.contains("first runs are on their way"));
+    assert!(body.contains("No samples: the bisect ended before any run completed."));
+    assert!(!body.contains("No report for this bisect yet"));
+    // The failure report is on the page, as /report serves it.
+    let (status, report) = common::request(
+        &f.state,
+        "GET",
+        &format!("/api/v1/bisects/{id}/report"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    let first_line = report.lines().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        body.contains(&first_line.replace('<', "&#60;").replace('>', "&#62;")),
+        "the report on the page: {first_line}"
+    );
+}
+
+#[tokio::test]
+async fn verdicts_implied_by_position_are_told_from_measured_ones_and_progress_moves() {
+    let f = fixture().await;
+    let host = seed_host(&f.db, "h1", "local", 0.0).await;
+    let id = seed_bisect(&f.db, "linux", "searching", 4).await;
+    // Endpoints at 100 and 110; candidate sha(3) measured once at 100.5 but judged bad
+    // because it descends from sha(2), which the engine judges bad.
+    let task = seed_runs(
+        &f.db,
+        id,
+        host,
+        "demo.score",
+        &[
+            (0, 100.0),
+            (0, 100.2),
+            (4, 110.0),
+            (4, 110.4),
+            (3, 100.5),
+            (2, 109.8),
+        ],
+    )
+    .await;
+    let assessments = serde_json::json!([
+        { "sha": sha(1), "verdict": "good", "p": 0.05 },
+        { "sha": sha(2), "verdict": "bad", "p": 0.8 },
+        { "sha": sha(3), "verdict": "bad", "p": 0.12 },
+        { "sha": sha(4), "verdict": "bad", "p": 0.03 },
+    ]);
+    sqlx::query("UPDATE bisects SET assessments = $2 WHERE id = $1")
+        .bind(id)
+        .bind(assessments)
+        .execute(&f.db)
+        .await
+        .unwrap();
+    let page = get(&f, &format!("/bisects/{id}")).await;
+    let body = &page.body;
+    let row = |s: u32| {
+        let r = &body[body.find(&format!("<tr id=\"commit-{}\"", sha(s))).unwrap()..];
+        r[..r.find("</tr>").unwrap()].to_string()
+    };
+    assert!(
+        row(3).contains("by position") && row(3).contains("look good"),
+        "{}",
+        row(3)
+    );
+    assert!(
+        !row(2).contains("by position") && row(2).contains("look bad"),
+        "{}",
+        row(2)
+    );
+
+    // Progress: the most likely culprit, the candidates holding 90%, the bits left.
+    assert!(
+        body.contains("<code>000000000000</code> at 80.0%"),
+        "{body}"
+    );
+    let c90 = &body[body.find("id=\"c90\">").unwrap() + 9..];
+    assert!(c90.starts_with("2 "), "80% + 12% hold 90%: {c90:.40}");
+    let entropy: f64 = {
+        let e = &body[body.find("data-entropy=\"").unwrap() + 14..];
+        e[..e.find('"').unwrap()].parse().unwrap()
+    };
+    let expected: f64 = [0.05f64, 0.8, 0.12, 0.03]
+        .iter()
+        .map(|p| -p * p.log2())
+        .sum();
+    assert!(
+        (entropy - expected).abs() < 1e-3,
+        "{entropy} bits, not {expected}"
+    );
+    assert!(body.contains("bits <span class=\"muted\">of 2.0</span>"));
+
+    // Each task links to its runs, whose log and environment the task page shows.
+    assert!(body.contains(&format!("href=\"/tasks/{task}\"")));
+    let t = get(&f, &format!("/tasks/{task}")).await;
+    assert_eq!(t.status, StatusCode::OK, "{}", t.body);
+    assert!(t.body.contains("bench: run log line"));
+    assert!(t.body.contains("6.1.0-test") && t.body.contains("performance"));
+    assert!(t.body.contains("6 stored, 6 complete"));
+    // And the task list in the API says how many runs each task has and how long it took.
+    let (_, tasks) = common::request(
+        &f.state,
+        "GET",
+        &format!("/api/v1/tasks?bisect={id}"),
+        None,
+        None,
+    )
+    .await;
+    let tasks: serde_json::Value = serde_json::from_str(&tasks).unwrap();
+    assert_eq!(tasks[0]["runs_stored"], 6);
+    assert_eq!(tasks[0]["runs_completed"], 6);
+    assert!(tasks[0]["duration_secs"].as_f64().unwrap() >= 4.0);
+    assert_eq!(get(&f, "/tasks/99999").await.status, StatusCode::NOT_FOUND);
 }

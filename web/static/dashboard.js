@@ -279,7 +279,7 @@
   var reportShown = false;
   function loadReport() {
     var section = document.getElementById('report');
-    if (!section || reportShown || !isFinal()) { return; }
+    if (!section || reportShown || section.dataset.shown === 'true' || !isFinal()) { return; }
     fetch(section.dataset.url, { headers: { Accept: 'text/plain' } }).then(function (resp) {
       if (!resp.ok) { return; }
       var type = resp.headers.get('Content-Type') || '';

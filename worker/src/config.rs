@@ -14,14 +14,6 @@ pub struct WorkerConfig {
         default_value = "http://127.0.0.1:8080"
     )]
     pub server: String,
-    /// PEM file of a CA to trust for an `https://` server (a private CA), besides the
-    /// system's roots.
-    #[arg(long, env = "PERFBISECT_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
-    /// How this worker's mirrors reach repositories (https CA and credentials, ssh key,
-    /// lab-local mirror rewrites).
-    #[command(flatten)]
-    pub git: perfbisect_gitfetch::GitAuth,
     /// Enrollment token (the server's `enroll-token`). Prefer the environment or
     /// `--enroll-token-file`: a flag shows in `ps`.
     #[arg(long, env = "PERFBISECT_ENROLL_TOKEN", hide_env_values = true)]
@@ -34,6 +26,14 @@ pub struct WorkerConfig {
     /// worker's PERFBISECT_* settings that are not secrets.
     #[arg(long, env = "PERFBISECT_PASS_ENV", value_delimiter = ',')]
     pub pass_env: Vec<String>,
+    /// PEM file of a CA to trust for an `https://` server (a private CA), besides the
+    /// system's roots.
+    #[arg(long, env = "PERFBISECT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// How this worker's mirrors reach repositories (https CA and credentials, ssh key,
+    /// lab-local mirror rewrites).
+    #[command(flatten)]
+    pub git: perfbisect_gitfetch::GitAuth,
     /// This host's name (unique among workers).
     #[arg(long, env = "PERFBISECT_WORKER_NAME")]
     pub name: Option<String>,

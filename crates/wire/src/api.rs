@@ -171,6 +171,56 @@ pub struct Bisect {
     /// The engine's findings: measured change, every change point, budget prediction.
     #[serde(default)]
     pub findings: Option<crate::findings::EngineFindings>,
+    /// The change as measured from stored runs, and which runs it used; absent until both
+    /// sides have a complete run.
+    #[serde(default)]
+    pub measured_change: Option<MeasuredChange>,
+    /// How far the search has come: measures that move with every run.
+    #[serde(default)]
+    pub progress: Option<Progress>,
+}
+
+/// The change a bisect shows everywhere (API, dashboard, CLI, report): 100·(bad level −
+/// good level)/good level, each level the mean of the complete runs named by `basis`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MeasuredChange {
+    /// Relative change in percent; positive when the bad side is higher.
+    pub pct: f64,
+    pub good_sha: String,
+    pub bad_sha: String,
+    pub good_mean: f64,
+    pub bad_mean: f64,
+    pub good_runs: usize,
+    pub bad_runs: usize,
+    /// `verification` (the culprit against the parent it was paired with, paired runs only),
+    /// `culprit_parent` (every run of the culprit and its parent) or `endpoints` (every run
+    /// of the bad and the good endpoint).
+    pub basis: String,
+    /// The runs it used, in words: `culprit vs its parent, 10 + 10 paired verification runs`.
+    pub runs_used: String,
+    /// `regression`, `improvement`, or `change` when the metric's direction is unknown.
+    pub kind: String,
+}
+
+/// Measures of a running search that move as runs arrive (where the engine gives
+/// probabilities), and an estimate of the time left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Progress {
+    /// The most likely culprit and its probability.
+    pub top_sha: Option<String>,
+    pub top_probability: Option<f64>,
+    /// Fewest candidates that together hold 90% of the probability.
+    pub candidates_90: Option<usize>,
+    /// Uncertainty left about the culprit, in bits (log2 of the candidates at the start).
+    pub entropy_bits: Option<f64>,
+    pub entropy_bits_start: f64,
+    /// Runs the budget still allows.
+    pub budget_runs_left: usize,
+    /// Estimated seconds to the end at the pace so far (bits resolved per run, seconds per
+    /// run), capped by the budget; absent before the first runs.
+    pub eta_secs: Option<i64>,
+    /// Seconds the rest of the budget would take at the pace so far.
+    pub budget_secs: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -184,6 +234,12 @@ pub struct BisectSummary {
     pub status: String,
     pub culprit: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// Relative change in percent, as `Bisect::measured_change` (absent until measured).
+    #[serde(default)]
+    pub change_pct: Option<f64>,
+    /// `regression`, `improvement` or `change`, with `change_pct`.
+    #[serde(default)]
+    pub change_kind: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -24,6 +24,17 @@ pub struct TaskSummary {
     pub message: Option<String>,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// Runs stored so far (every commit of a paired task), and how many of them completed.
+    #[serde(default)]
+    pub runs_stored: u32,
+    #[serde(default)]
+    pub runs_completed: u32,
+    /// When a host first took it.
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    /// From its start to its end (or to now, while it runs).
+    #[serde(default)]
+    pub duration_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

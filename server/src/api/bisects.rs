@@ -198,7 +198,7 @@ async fn submit_bisect(
     .await?;
     crate::store::candidates::insert(&mut tx, id, &range).await?;
     let mut story = format!(
-        "submitted: {} candidates in {}..{}",
+        "Submitted: {} candidate commits in {}..{}.",
         range.candidates.len(),
         req.good,
         req.bad
@@ -393,7 +393,25 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
             skip_reason: skip.cloned().flatten(),
         });
     }
+    let measured_change = measured_change(state, &b).await?;
+    let progress = {
+        let probabilities: Vec<(&str, f64)> = assessed
+            .iter()
+            .filter_map(|(sha, (_, p))| p.map(|p| (sha.as_str(), p)))
+            .collect();
+        let end = b.finished_at.unwrap_or_else(Utc::now);
+        crate::progress::compute(&crate::progress::Inputs {
+            probabilities: &probabilities,
+            candidates_total,
+            runs_done: runs_done as usize,
+            max_runs: b.max_runs.max(0) as usize,
+            elapsed_secs: (end - b.created_at).num_milliseconds() as f64 / 1000.0,
+            is_final: perfbisect_wire::api::status_is_final(&b.status),
+        })
+    };
     Ok(Bisect {
+        measured_change,
+        progress: Some(progress),
         id: b.id,
         repository: b.repository,
         good: Revision {
@@ -424,6 +442,70 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         finished_at: b.finished_at,
         findings: b.findings.and_then(|f| serde_json::from_value(f).ok()),
     })
+}
+
+/// The change shown for a bisect (`crate::change`): its culprit against the culprit's first
+/// parent in the candidate set (or the good endpoint), else the endpoints.
+async fn measured_change(
+    state: &AppState,
+    b: &BisectRow,
+) -> ApiResult<Option<perfbisect_wire::api::MeasuredChange>> {
+    change_between(
+        state,
+        b.id,
+        &b.metric,
+        &b.good_sha,
+        &b.bad_sha,
+        b.culprit_sha.as_deref(),
+    )
+    .await
+}
+
+/// The change of a list row (one bisect's summary), measured as on its own page.
+pub(crate) async fn summary_change(
+    state: &AppState,
+    b: &crate::store::summaries::SummaryRow,
+) -> ApiResult<Option<perfbisect_wire::api::MeasuredChange>> {
+    change_between(
+        state,
+        b.id,
+        &b.metric,
+        &b.good_sha,
+        &b.bad_sha,
+        b.culprit_sha.as_deref(),
+    )
+    .await
+}
+
+async fn change_between(
+    state: &AppState,
+    bisect: i64,
+    metric: &str,
+    good_sha: &str,
+    bad_sha: &str,
+    culprit_sha: Option<&str>,
+) -> ApiResult<Option<perfbisect_wire::api::MeasuredChange>> {
+    let parent: Option<String> = match culprit_sha {
+        Some(c) => {
+            sqlx::query_scalar(
+                "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
+               ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
+             WHERE c.bisect_id = $1 AND c.sha = $2",
+            )
+            .bind(bisect)
+            .bind(c)
+            .fetch_optional(&state.db)
+            .await?
+        }
+        None => None,
+    };
+    let sides = crate::change::Sides {
+        good_sha,
+        bad_sha,
+        culprit: culprit_sha.map(|c| (c, parent.as_deref().unwrap_or(good_sha))),
+    };
+    let kpi = state.mail.report.kpi_table();
+    Ok(crate::change::load(&state.db, bisect, metric, &sides, &kpi).await?)
 }
 
 /// How many candidates are still in the running: with probabilities, the size of the smallest
@@ -499,9 +581,16 @@ async fn list_bisects(
     };
     let rows = summaries::list(&state.db, filter, limit, offset).await?;
     let total = summaries::count(&state.db, filter).await?;
+    let mut changes = Vec::with_capacity(rows.len());
+    for b in &rows {
+        changes.push(summary_change(&state, b).await?);
+    }
     let bisects = rows
         .into_iter()
-        .map(|b| BisectSummary {
+        .zip(changes)
+        .map(|(b, change)| BisectSummary {
+            change_pct: change.as_ref().map(|c| c.pct),
+            change_kind: change.map(|c| c.kind),
             id: b.id,
             repository: b.repository,
             good: b.good_rev,

@@ -12,7 +12,8 @@ mod tasks;
 mod tokens;
 mod workers;
 
-pub(crate) use bisects::load_bisect;
+pub(crate) use bisects::{load_bisect, summary_change};
+pub(crate) use tasks::get_task;
 
 use crate::AppState;
 use crate::error::ApiError;

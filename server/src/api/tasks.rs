@@ -45,6 +45,9 @@ struct TaskRow {
     log_tail: Option<String>,
     created_at: DateTime<Utc>,
     finished_at: Option<DateTime<Utc>>,
+    started_at: Option<DateTime<Utc>>,
+    runs_stored: i64,
+    runs_completed: i64,
 }
 
 impl TaskRow {
@@ -63,6 +66,13 @@ impl TaskRow {
                 message: self.message,
                 created_at: self.created_at,
                 finished_at: self.finished_at,
+                runs_stored: self.runs_stored as u32,
+                runs_completed: self.runs_completed as u32,
+                started_at: self.started_at,
+                duration_secs: self.started_at.map(|s| {
+                    (self.finished_at.unwrap_or_else(Utc::now) - s).num_milliseconds() as f64
+                        / 1000.0
+                }),
             },
             self.log_tail,
         )
@@ -71,7 +81,9 @@ impl TaskRow {
 
 const TASK_SELECT: &str =
     "SELECT t.id, t.bisect_id, t.sha, t.pair_sha, t.phase, t.state, t.runs, t.attempts,
-        h.name AS host, t.message, t.log_tail, t.created_at, t.finished_at
+        h.name AS host, t.message, t.log_tail, t.created_at, t.finished_at, t.started_at,
+        (SELECT count(*) FROM runs r WHERE r.task_id = t.id) AS runs_stored,
+        (SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.completed) AS runs_completed
  FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id";
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -126,7 +138,7 @@ struct BuildRow {
 #[utoipa::path(get, path = "/api/v1/tasks/{id}", tag = "tasks",
     params(("id" = i64, Path, description = "Task id")),
     responses((status = 200, body = TaskDetail), (status = 404, body = ErrorBody)))]
-async fn get_task(
+pub(crate) async fn get_task(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<TaskDetail>> {
@@ -271,7 +283,7 @@ async fn hand_back(
         &state.db,
         bisect,
         "handed_back",
-        &format!("task {id} {message}"),
+        &format!("A worker handed task {id} back to the queue.\n{message}"),
     )
     .await?;
     crate::queue::notify_queued(&state.db).await?;
@@ -343,7 +355,7 @@ async fn interrupted(
             bisect,
             "interrupted",
             &format!(
-                "task {id} was interrupted on host {name} ({}); {what}",
+                "A worker restarted: task {id} was interrupted on host {name}; {what}.\n{}",
                 req.message.as_deref().unwrap_or("worker restarted")
             ),
         )

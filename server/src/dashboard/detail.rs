@@ -21,10 +21,21 @@ const EVENTS_SHOWN: i64 = 12;
 /// Most candidates listed by probability, and the least probability worth listing.
 const TOP_SHOWN: usize = 10;
 const TOP_MIN_P: f64 = 0.001;
+/// Most recent tasks listed (each links to its runs, environments and logs).
+const TASKS_SHOWN: i64 = 30;
+/// Events read to make the latest `EVENTS_SHOWN` distinct lines.
+const EVENTS_READ: i64 = 200;
 
 pub struct CommitRow {
     pub sha: String,
     pub short: String,
+    /// The commit on the repository's web view, where the URL tells us one.
+    pub web_url: Option<String>,
+    /// What its own runs look like: `good` or `bad` (nearer that endpoint's level), or empty.
+    pub own: &'static str,
+    /// The engine's verdict comes from the commit's place in history, not its own runs
+    /// (they look the other way, or there are none).
+    pub implied: bool,
     pub subject: String,
     pub role: &'static str,
     pub verdict: &'static str,
@@ -58,7 +69,51 @@ pub struct EventRow {
     pub at: String,
     pub age: String,
     pub kind: String,
-    pub message: String,
+    /// The event's sentence (its message's first line).
+    pub sentence: String,
+    /// The rest of the message (the engine's reasoning), folded away on the page.
+    pub detail: Option<String>,
+    /// How many events in a row said the same sentence (shown once).
+    pub repeat: usize,
+}
+
+/// The change as measured, at the top of the page.
+pub struct ChangeView {
+    /// `+4.8%`, `−9.7%`.
+    pub text: String,
+    /// `regression`, `improvement` or `change`.
+    pub kind: String,
+    /// `1218093 → 1885792`.
+    pub levels: String,
+    /// Which runs: `culprit vs its parent, 10 + 10 paired verification runs`.
+    pub runs_used: String,
+}
+
+/// Measures that move while the bisect runs.
+pub struct ProgressView {
+    pub top_short: String,
+    pub top_p: String,
+    /// Fewest candidates holding 90% of the probability.
+    pub c90: String,
+    pub bits_left: String,
+    pub bits_start: String,
+    /// For tests and scripts: the raw entropy in bits, and the top probability.
+    pub entropy_raw: String,
+    pub top_raw: String,
+    /// Share of the starting uncertainty resolved, in percent (the bar).
+    pub resolved_pct: u32,
+    pub eta: String,
+}
+
+/// One task of the bisect, linking to its runs and their logs.
+pub struct TaskRow {
+    pub id: i64,
+    pub what: String,
+    pub phase: String,
+    pub state: String,
+    pub runs: String,
+    pub host: String,
+    pub duration: String,
 }
 
 /// Everything that changes while the bisect runs.
@@ -69,7 +124,15 @@ pub struct LiveView {
     pub status: String,
     pub status_label: String,
     pub status_class: &'static str,
-    pub reason: Option<String>,
+    /// What the status means, in a sentence; the stored reason's detail folded below it.
+    pub outcome: String,
+    pub outcome_more: Option<String>,
+    pub metric: String,
+    pub change: Option<ChangeView>,
+    pub progress: Option<ProgressView>,
+    /// Why the list of most likely culprits is empty (none stands out), when it is.
+    pub top_note: Option<String>,
+    pub tasks: Vec<TaskRow>,
     pub candidates_total: usize,
     pub candidates_remaining: usize,
     pub runs_done: usize,
@@ -94,6 +157,9 @@ struct BisectPage {
     created: String,
     created_iso: String,
     job_short: String,
+    job_yaml: String,
+    /// The report's text, for an ended bisect that has one.
+    report: Option<String>,
     live: LiveView,
 }
 
@@ -108,7 +174,19 @@ pub async fn page(
     Path(id): Path<i64>,
 ) -> Result<Html<String>, PageError> {
     let (b, live) = load(&state, id).await?;
+    let job_yaml: String = sqlx::query_scalar("SELECT yaml FROM job_specs WHERE hash = $1")
+        .bind(&b.job_hash)
+        .fetch_optional(&state.db)
+        .await?
+        .unwrap_or_default();
+    let report = if live.is_final {
+        report_text(&state, id).await
+    } else {
+        None
+    };
     let page = BisectPage {
+        job_yaml,
+        report,
         nav: "bisects",
         created: format::age(b.created_at, Utc::now()),
         created_iso: format::iso(b.created_at),
@@ -126,6 +204,20 @@ pub async fn live(
     let (_, live) = load(&state, id).await?;
     let html = LiveFragment { live }.render()?;
     Ok(([(header::CACHE_CONTROL, "no-store")], Html(html)).into_response())
+}
+
+/// The report of an ended bisect as `/api/v1/bisects/{id}/report` serves it; `None` when it
+/// cannot be made (the page then offers the link only).
+async fn report_text(state: &AppState, id: i64) -> Option<String> {
+    let ctx = crate::report_input::ReportContext {
+        robot: state.mail.robot(),
+        public_url: state.public_url.clone(),
+    };
+    let mut conn = state.db.acquire().await.ok()?;
+    let loaded = crate::report_input::load(&mut conn, id, &ctx).await.ok()?;
+    perfbisect_report::render(&loaded.input, &state.mail.report)
+        .ok()
+        .map(|r| r.text)
 }
 
 /// The bisect as the API sees it (`load_bisect`), plus what only the page needs: every
@@ -160,9 +252,24 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         "SELECT at, kind, message FROM bisect_events WHERE bisect_id = $1 ORDER BY id DESC LIMIT $2",
     )
     .bind(id)
-    .bind(EVENTS_SHOWN)
+    .bind(EVENTS_READ)
     .fetch_all(db)
     .await?;
+
+    let tasks: Vec<TaskRow> = sqlx::query_as::<_, TaskDb>(
+        "SELECT t.id, t.sha, t.pair_sha, t.phase, t.state, t.runs, h.name AS host,
+                t.started_at, t.finished_at,
+                (SELECT count(*) FROM runs r WHERE r.task_id = t.id) AS stored
+         FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id
+         WHERE t.bisect_id = $1 ORDER BY t.id DESC LIMIT $2",
+    )
+    .bind(id)
+    .bind(TASKS_SHOWN)
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .map(TaskDb::row)
+    .collect();
 
     let mut samples: HashMap<&str, Vec<f64>> = HashMap::new();
     for (sha, v) in &runs {
@@ -200,12 +307,20 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         .iter()
         .filter(|c| c.verdict == Verdict::Undecided)
         .count();
+    let judged = |v: Verdict| cells.iter().filter(|c| c.verdict == v).count();
     let range_summary = format!(
-        "{} of {} candidates undecided; {} measured",
-        undecided,
+        "{} candidates: {} measured; {} judged good, {} judged bad, {} not yet judged",
         cells.len(),
-        cells.iter().filter(|c| c.measured).count()
+        cells.iter().filter(|c| c.measured).count(),
+        judged(Verdict::Good),
+        judged(Verdict::Bad),
+        undecided
     );
+    let pos_of: HashMap<&str, i64> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.as_str(), i as i64))
+        .collect();
 
     let columns: Vec<Column> = b
         .commits
@@ -217,15 +332,35 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
                 subject: &c.subject,
                 verdict: Verdict::parse(&c.verdict),
                 values,
+                pos: pos_of.get(c.sha.as_str()).copied().unwrap_or(-1),
             })
         })
         .collect();
     let plot_svg = plot::samples_svg(&b.metric, &columns, culprit_sha);
 
+    // The endpoints' levels, to tell what a commit's own runs look like.
+    let level = |role: &str| {
+        b.commits
+            .iter()
+            .find(|c| c.role == role)
+            .and_then(|c| c.mean)
+    };
+    let (good_level, bad_level) = (level("good_endpoint"), level("bad_endpoint"));
     let commits = b
         .commits
         .iter()
-        .map(|c| CommitRow {
+        .map(|c| {
+            let own = own_look(c.mean, good_level, bad_level);
+            let verdict = Verdict::parse(&c.verdict);
+            let implied = matches!(verdict, Verdict::Good | Verdict::Bad)
+                && c.role == "candidate"
+                && own != verdict.label();
+            (c, own, implied)
+        })
+        .map(|(c, own, implied)| CommitRow {
+            own,
+            implied,
+            web_url: commit_web_url(&repo_url, &c.sha),
             sha: c.sha.clone(),
             short: short_sha(&c.sha).to_string(),
             subject: c.subject.clone(),
@@ -247,16 +382,80 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         })
         .collect();
 
-    let top = top_candidates(state, id, &assessed).await?;
+    let is_final = status_is_final(&b.status);
+    // A list of ten commits at 0.3% each says nothing: candidates are listed once they stand
+    // out from an even spread, and not at all for a bisect that ended without a search result.
+    let listed = !is_final || b.status == "inconclusive";
+    let floor = TOP_MIN_P.max(1.5 / b.candidates_total.max(1) as f64);
+    let top = if listed {
+        top_candidates(state, id, &assessed, floor).await?
+    } else {
+        Vec::new()
+    };
+    let top_note = (listed && top.is_empty() && !assessed.is_empty()).then(|| {
+        "No candidate stands out yet: the probability is still spread evenly.".to_string()
+    });
     let now = Utc::now();
+    let (outcome, outcome_more) = outcome(&b.status, b.status_reason.as_deref());
+    let change = b.measured_change.as_ref().map(|m| ChangeView {
+        text: crate::change::signed_pct(m.pct),
+        kind: m.kind.clone(),
+        levels: format!(
+            "{} \u{2192} {}",
+            format::number(m.good_mean),
+            format::number(m.bad_mean)
+        ),
+        runs_used: m.runs_used.clone(),
+    });
+    let progress = b
+        .progress
+        .as_ref()
+        .filter(|p| p.entropy_bits.is_some() && b.culprit.is_none())
+        .map(|p| {
+            let h = p.entropy_bits.unwrap_or(p.entropy_bits_start);
+            ProgressView {
+                top_short: p
+                    .top_sha
+                    .as_deref()
+                    .map(short_sha)
+                    .unwrap_or("")
+                    .to_string(),
+                top_p: p
+                    .top_probability
+                    .map(format::probability)
+                    .unwrap_or_default(),
+                c90: p
+                    .candidates_90
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                bits_left: format!("{h:.1}"),
+                bits_start: format!("{:.1}", p.entropy_bits_start),
+                entropy_raw: format!("{h:.4}"),
+                top_raw: format!("{:.6}", p.top_probability.unwrap_or(0.0)),
+                resolved_pct: if p.entropy_bits_start > 0.0 {
+                    ((1.0 - h / p.entropy_bits_start) * 100.0)
+                        .clamp(0.0, 100.0)
+                        .round() as u32
+                } else {
+                    100
+                },
+                eta: eta_text(is_final, p.eta_secs, p.budget_secs, p.budget_runs_left),
+            }
+        });
     let live = LiveView {
         id,
         poll_ms: POLL_MS,
-        is_final: status_is_final(&b.status),
+        is_final,
+        outcome,
+        outcome_more,
+        metric: b.metric.clone(),
+        change,
+        progress,
+        top_note,
+        tasks,
         status_label: format::status_label(&b.status),
         status_class: format::status_class(&b.status),
         status: b.status.clone(),
-        reason: b.status_reason.clone(),
         candidates_total: b.candidates_total,
         candidates_remaining: b.candidates_remaining,
         runs_done: b.runs_done,
@@ -276,15 +475,7 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         plot_svg,
         commits,
         top,
-        events: events
-            .into_iter()
-            .map(|(at, kind, message)| EventRow {
-                at: format::iso(at),
-                age: format::age(at, now),
-                kind,
-                message,
-            })
-            .collect(),
+        events: group_events(events, now),
     };
     Ok((b, live))
 }
@@ -294,10 +485,11 @@ async fn top_candidates(
     state: &AppState,
     id: i64,
     assessed: &HashMap<&str, (Verdict, Option<f64>)>,
+    floor: f64,
 ) -> Result<Vec<CandidateRow>, PageError> {
     let mut ranked: Vec<(&str, f64)> = assessed
         .iter()
-        .filter_map(|(sha, (_, p))| p.filter(|p| *p >= TOP_MIN_P).map(|p| (*sha, p)))
+        .filter_map(|(sha, (_, p))| p.filter(|p| *p >= floor).map(|p| (*sha, p)))
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
     ranked.truncate(TOP_SHOWN);
@@ -326,6 +518,148 @@ async fn top_candidates(
         .collect())
 }
 
+/// What a commit's own runs look like: nearer the good endpoint's level or the bad one's.
+fn own_look(mean: Option<f64>, good: Option<f64>, bad: Option<f64>) -> &'static str {
+    match (mean, good, bad) {
+        (Some(m), Some(g), Some(b)) if g != b => {
+            if (m - g).abs() <= (m - b).abs() {
+                "good"
+            } else {
+                "bad"
+            }
+        }
+        _ => "",
+    }
+}
+
+/// The status in a sentence, and the stored reason: its first line too when it is a
+/// sentence (new reasons are "sentence, newline, detail"), the rest folded away.
+fn outcome(status: &str, reason: Option<&str>) -> (String, Option<String>) {
+    let said = match status {
+        "queued" => "Waiting for a host of the job's group.",
+        "reproducing" => {
+            "Measuring the good and the bad endpoint to check that the change reproduces."
+        }
+        "searching" => {
+            "Searching: measuring the commits that best split the probability of being the culprit."
+        }
+        "verifying" => {
+            "Verifying the most likely culprit against its parent, interleaved on one host."
+        }
+        "found" => "Found the commit that changed the metric.",
+        "not_reproduced" => {
+            "The change did not reproduce: the endpoints measure alike within the noise."
+        }
+        "inconclusive" => {
+            "Inconclusive: no commit reached the target confidence within the budget."
+        }
+        "failed" => "The bisect failed before it could conclude anything about the commits.",
+        "cancelled" => "Cancelled.",
+        _ => "",
+    };
+    let Some(reason) = reason.map(str::trim).filter(|r| !r.is_empty()) else {
+        return (said.to_string(), None);
+    };
+    let (first, rest) = reason.split_once('\n').unwrap_or((reason, ""));
+    let sentence_like = first.chars().next().is_some_and(char::is_uppercase);
+    if status_is_final(status) && sentence_like {
+        let rest = rest.trim();
+        (
+            format!("{said} {first}"),
+            (!rest.is_empty()).then(|| rest.to_string()),
+        )
+    } else {
+        (said.to_string(), Some(reason.to_string()))
+    }
+}
+
+fn eta_text(is_final: bool, eta: Option<i64>, budget: Option<i64>, runs_left: usize) -> String {
+    if is_final {
+        return "ended".into();
+    }
+    match (eta, budget) {
+        (Some(e), Some(b)) if e < b => format!(
+            "about {} at this pace (the budget allows {} more: {} runs)",
+            format::duration(e),
+            format::duration(b),
+            runs_left
+        ),
+        (_, Some(b)) => format!(
+            "at most {} (the budget: {} more runs)",
+            format::duration(b),
+            runs_left
+        ),
+        _ => "after the first runs".into(),
+    }
+}
+
+/// Events newest first, as sentences; a run of events saying the same sentence is shown
+/// once with its count (the details of the newest kept).
+fn group_events(events: Vec<(DateTime<Utc>, String, String)>, now: DateTime<Utc>) -> Vec<EventRow> {
+    let mut out: Vec<EventRow> = Vec::new();
+    for (at, kind, message) in events {
+        let (first, rest) = message.split_once('\n').unwrap_or((&message, ""));
+        let sentence = first.trim().to_string();
+        if let Some(last) = out.last_mut()
+            && last.kind == kind
+            && last.sentence == sentence
+        {
+            last.repeat += 1;
+            continue;
+        }
+        let rest = rest.trim();
+        out.push(EventRow {
+            at: format::iso(at),
+            age: format::age(at, now),
+            kind: kind.replace('_', " "),
+            sentence,
+            detail: (!rest.is_empty()).then(|| rest.to_string()),
+            repeat: 1,
+        });
+        if out.len() == EVENTS_SHOWN as usize {
+            break;
+        }
+    }
+    out
+}
+
+#[derive(sqlx::FromRow)]
+struct TaskDb {
+    id: i64,
+    sha: String,
+    pair_sha: Option<String>,
+    phase: String,
+    state: String,
+    runs: i32,
+    host: Option<String>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    stored: i64,
+}
+
+impl TaskDb {
+    fn row(self) -> TaskRow {
+        let sides = if self.pair_sha.is_some() { 2 } else { 1 };
+        TaskRow {
+            id: self.id,
+            what: match &self.pair_sha {
+                Some(p) => format!("{} with {}", short_sha(&self.sha), short_sha(p)),
+                None => short_sha(&self.sha).to_string(),
+            },
+            phase: self.phase,
+            state: self.state.replace('_', " "),
+            runs: format!("{} of {}", self.stored, self.runs * sides),
+            host: self.host.unwrap_or_default(),
+            duration: match self.started_at {
+                Some(s) => {
+                    format::duration((self.finished_at.unwrap_or_else(Utc::now) - s).num_seconds())
+                }
+                None => String::new(),
+            },
+        }
+    }
+}
+
 /// A link to the commit on the forge that hosts the repository, for the URL shapes whose
 /// commit pages are known; local paths and unknown hosts get none.
 fn commit_web_url(repo_url: &str, sha: &str) -> Option<String> {
@@ -344,7 +678,61 @@ fn commit_web_url(repo_url: &str, sha: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::commit_web_url;
+    use super::*;
+
+    #[test]
+    fn a_commit_looks_like_the_endpoint_it_is_nearer() {
+        assert_eq!(own_look(Some(101.0), Some(100.0), Some(110.0)), "good");
+        assert_eq!(own_look(Some(108.0), Some(100.0), Some(110.0)), "bad");
+        assert_eq!(own_look(None, Some(100.0), Some(110.0)), "");
+        assert_eq!(own_look(Some(1.0), Some(2.0), Some(2.0)), "");
+    }
+
+    #[test]
+    fn outcomes_are_sentences_with_the_plumbing_folded() {
+        let (s, more) = outcome(
+            "failed",
+            Some(
+                "A task could not be completed, so the bisect stopped.\nuploading a run: server answered 422",
+            ),
+        );
+        assert!(
+            s.starts_with("The bisect failed") && s.ends_with("the bisect stopped."),
+            "{s}"
+        );
+        assert_eq!(
+            more.as_deref(),
+            Some("uploading a run: server answered 422")
+        );
+        // An old reason without a sentence: all of it folded.
+        let (s, more) = outcome("failed", Some("uploading a run: server answered 422"));
+        assert!(!s.contains("422"));
+        assert!(more.unwrap().contains("422"));
+        // While running, the engine's reasoning is detail.
+        let (s, more) = outcome("searching", Some("P(no change) 0.01; quantiles"));
+        assert!(s.starts_with("Searching"));
+        assert!(more.unwrap().contains("quantiles"));
+    }
+
+    #[test]
+    fn repeated_events_are_shown_once_with_a_count() {
+        let now = Utc::now();
+        let e = |m: &str| (now, "measure".to_string(), m.to_string());
+        let rows = group_events(
+            vec![
+                e("Measuring 5 runs of a.\nquantiles 1"),
+                e("Measuring 5 runs of a.\nquantiles 2"),
+                e("Measuring 5 runs of b.\nquantiles 3"),
+            ],
+            now,
+        );
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].repeat, rows[0].detail.as_deref()),
+            (2, Some("quantiles 1"))
+        );
+        assert_eq!(rows[1].sentence, "Measuring 5 runs of b.");
+    }
 
     #[test]
     fn commit_links_for_known_forges_only() {

@@ -51,6 +51,12 @@ pub struct Row {
     pub candidates_total: usize,
     pub runs_done: usize,
     pub culprit: Option<(String, String)>,
+    /// The measured change (`+4.8%`) and what it is (`regression`, `improvement`, `change`).
+    pub change: Option<(String, String)>,
+    /// While the search runs: its most likely culprit's probability and the bits left.
+    pub moving: Option<String>,
+    /// Which runs it used, for the cell's tooltip.
+    pub change_basis: String,
     pub age: String,
     pub created_iso: String,
 }
@@ -76,6 +82,21 @@ fn row_of(b: &perfbisect_wire::api::Bisect, now: chrono::DateTime<Utc>) -> Row {
         candidates_remaining: b.candidates_remaining,
         candidates_total: b.candidates_total,
         runs_done: b.runs_done,
+        change: b
+            .measured_change
+            .as_ref()
+            .map(|m| (crate::change::signed_pct(m.pct), m.kind.clone())),
+        change_basis: b
+            .measured_change
+            .as_ref()
+            .map(|m| m.runs_used.clone())
+            .unwrap_or_default(),
+        moving: b
+            .progress
+            .as_ref()
+            .filter(|_| !perfbisect_wire::api::status_is_final(&b.status))
+            .and_then(|p| Some((p.top_probability?, p.entropy_bits?)))
+            .map(|(top, bits)| format!("top {} · {bits:.1} bits left", format::probability(top))),
     }
 }
 
@@ -162,33 +183,43 @@ pub async fn page(
     let now = Utc::now();
     let mut rows = Vec::with_capacity(found.len());
     for s in found {
+        let finished = perfbisect_wire::api::status_is_final(&s.status);
         rows.push(match (s.candidates_total, s.candidates_remaining) {
-            (Some(total), Some(remaining)) => Row {
-                id: s.id,
-                status_label: format::status_label(&s.status),
-                status_class: format::status_class(&s.status),
-                culprit: s.culprit_sha.as_ref().map(|sha| {
-                    (
-                        short_sha(sha).to_string(),
-                        s.culprit_subject.clone().unwrap_or_default(),
-                    )
-                }),
-                age: format::age(s.created_at, now),
-                created_iso: format::iso(s.created_at),
-                // As `load_bisect` counts them, so the row reads as the bisect's own page.
-                candidates_remaining: if s.culprit_sha.is_some() {
-                    1
-                } else {
-                    remaining as usize
-                },
-                candidates_total: total as usize,
-                runs_done: s.runs_done as usize,
-                repository: s.repository,
-                good: s.good_rev,
-                bad: s.bad_rev,
-                metric: s.metric,
-                testcase: s.testcase,
-            },
+            // A running bisect shows its moving progress, which only the full view has.
+            (Some(total), Some(remaining)) if finished => {
+                let change = crate::api::summary_change(&state, &s).await?;
+                Row {
+                    id: s.id,
+                    status_label: format::status_label(&s.status),
+                    status_class: format::status_class(&s.status),
+                    culprit: s.culprit_sha.as_ref().map(|sha| {
+                        (
+                            short_sha(sha).to_string(),
+                            s.culprit_subject.clone().unwrap_or_default(),
+                        )
+                    }),
+                    age: format::age(s.created_at, now),
+                    created_iso: format::iso(s.created_at),
+                    // As `load_bisect` counts them, so the row reads as the bisect's own page.
+                    candidates_remaining: if s.culprit_sha.is_some() {
+                        1
+                    } else {
+                        remaining as usize
+                    },
+                    candidates_total: total as usize,
+                    runs_done: s.runs_done as usize,
+                    repository: s.repository,
+                    good: s.good_rev,
+                    bad: s.bad_rev,
+                    metric: s.metric,
+                    testcase: s.testcase,
+                    change: change
+                        .as_ref()
+                        .map(|m| (crate::change::signed_pct(m.pct), m.kind.clone())),
+                    change_basis: change.map(|m| m.runs_used).unwrap_or_default(),
+                    moving: None,
+                }
+            }
             // Not yet advanced, or stored before the summary columns: the full view.
             _ => row_of(&load_bisect(&state, s.id).await?, now),
         });

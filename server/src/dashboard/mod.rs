@@ -4,7 +4,8 @@
 //! (submit, cancel) goes through the REST API from the browser with the user's token.
 //!
 //! Pages: `/bisects` (list), `/bisects/{id}` (one bisect; `/bisects/{id}/live` is its live
-//! part), `/submit`, `/hosts`, `/queue`; `/` leads to the list.
+//! part), `/submit`, `/hosts`, `/queue`, `/tasks/{id}` (one task's runs, logs and
+//! environments); `/` leads to the list.
 
 mod assets;
 mod detail;
@@ -15,6 +16,7 @@ mod list;
 mod plot;
 mod queue;
 mod submit;
+mod task;
 
 use crate::AppState;
 use axum::Router;
@@ -30,5 +32,6 @@ pub fn routes() -> Router<AppState> {
         .route("/submit", get(submit::page))
         .route("/hosts", get(hosts::page))
         .route("/queue", get(queue::page))
+        .route("/tasks/{id}", get(task::page))
         .route("/static/{name}", get(assets::serve))
 }

@@ -58,6 +58,50 @@ pub struct Column<'a> {
     pub subject: &'a str,
     pub verdict: Verdict,
     pub values: &'a [f64],
+    /// Place in the range's history: the good endpoint -1, candidates 0.. (parents first).
+    /// The x axis spaces commits by it, so distance on the plot is distance in history.
+    pub pos: i64,
+}
+
+/// The unit of a metric, where its name tells it (`fio.write_iops` → `IO/s`); shown on the
+/// y axis. Unknown names get none rather than a guess.
+pub fn unit_of(metric: &str) -> Option<&'static str> {
+    let key = metric
+        .rsplit('.')
+        .next()
+        .unwrap_or(metric)
+        .to_ascii_lowercase();
+    let m = metric.to_ascii_lowercase();
+    let unit = if key.ends_with("iops") {
+        "IO/s"
+    } else if key.ends_with("_bps") || key.ends_with("bw") || key.contains("bytes_per_sec") {
+        "bytes/s"
+    } else if key.contains("per-min") || key.contains("per_min") {
+        "jobs/min"
+    } else if key.contains("/sec") || key.ends_with("_per_sec") || key.ends_with("ops_per_s") {
+        "per second"
+    } else if key.ends_with("_ns") || key.contains("latency_ns") {
+        "ns"
+    } else if key.ends_with("_us") {
+        "µs"
+    } else if key.ends_with("_ms") {
+        "ms"
+    } else if key.ends_with("_secs")
+        || key.ends_with("_seconds")
+        || key.ends_with("elapsed_time")
+        || key.ends_with("_time")
+    {
+        "s"
+    } else if key.contains("instructions") || key == "ir" || m.starts_with("callgrind.") {
+        "instructions"
+    } else if key.contains("cycles") {
+        "cycles"
+    } else if key.ends_with("_kb") || key.contains("maximum_resident_set_size") {
+        "KiB"
+    } else {
+        return None;
+    };
+    Some(unit)
 }
 
 const W: f64 = 800.0;
@@ -103,8 +147,24 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
     let (axis_lo, axis_hi) = (ticks[0], ticks[ticks.len() - 1]);
     let (plot_w, plot_h) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let y = |v: f64| TOP + (axis_hi - v) / (axis_hi - axis_lo) * plot_h;
-    let slot = plot_w / columns.len() as f64;
-    let x = |i: usize| LEFT + slot * (i as f64 + 0.5);
+    // x by place in history: half a step of padding at both ends.
+    let first = columns.iter().map(|c| c.pos).min().unwrap_or(0);
+    let last = columns.iter().map(|c| c.pos).max().unwrap_or(0);
+    let span = (last - first + 1).max(1) as f64;
+    let slot = plot_w / span;
+    let x = |i: usize| LEFT + slot * ((columns[i].pos - first) as f64 + 0.5);
+    // The narrowest gap between neighbours decides how wide a column's samples may spread.
+    let mut gaps: Vec<i64> = columns
+        .windows(2)
+        .map(|w| (w[1].pos - w[0].pos).abs())
+        .collect();
+    gaps.retain(|g| *g > 0);
+    let min_gap = gaps.into_iter().min().unwrap_or(span as i64).max(1) as f64;
+    let unit = unit_of(metric);
+    let y_label = match unit {
+        Some(u) => format!("{} ({u})", escape(metric)),
+        None => escape(metric),
+    };
     let metric = escape(metric);
 
     let mut s = String::new();
@@ -130,7 +190,7 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
     let _ = writeln!(
         s,
         "<text x=\"14\" y=\"{:.1}\" transform=\"rotate(-90 14 {:.1})\" text-anchor=\"middle\" \
-         class=\"axis-label\">{metric}</text>",
+         class=\"axis-label\">{y_label}</text>",
         TOP + plot_h / 2.0,
         TOP + plot_h / 2.0
     );
@@ -145,7 +205,8 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
             cx = x(i)
         );
     }
-    let label_every = columns.len().div_ceil(32).max(1);
+    // Labels only where they do not overlap the previous one (the culprit's always).
+    let mut last_label = f64::NEG_INFINITY;
     for (i, c) in columns.iter().enumerate() {
         let vals: Vec<f64> = c.values.iter().copied().filter(|v| v.is_finite()).collect();
         let mean = (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
@@ -160,7 +221,7 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
             vals.len(),
             mean.map(number).unwrap_or_else(|| "-".into())
         );
-        let spread = (slot * 0.6).min(3.0 * vals.len() as f64);
+        let spread = (slot * min_gap * 0.6).min(3.0 * vals.len() as f64);
         for (j, v) in vals.iter().enumerate() {
             let dx = if vals.len() > 1 {
                 (j as f64 / (vals.len() - 1) as f64 - 0.5) * spread
@@ -175,7 +236,7 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
             );
         }
         if let Some(m) = mean {
-            let half = (slot * 0.4).min(9.0);
+            let half = (slot * min_gap * 0.4).min(9.0);
             let _ = write!(
                 s,
                 "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"2\"/>",
@@ -185,7 +246,8 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
             );
         }
         s += "</g>\n";
-        if i % label_every == 0 || is_culprit(c.sha) {
+        if x(i) - last_label >= 14.0 || is_culprit(c.sha) {
+            last_label = x(i);
             let (lx, ly) = (x(i), TOP + plot_h + 10.0);
             let _ = writeln!(
                 s,
@@ -201,6 +263,13 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
          <line x1=\"{LEFT}\" y1=\"{b:.1}\" x2=\"{:.1}\" y2=\"{b:.1}\" class=\"axis\"/>",
         LEFT + plot_w,
         b = TOP + plot_h
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"axis-label\">\
+         commits, spaced by place in history →</text>",
+        LEFT + plot_w,
+        H - 24.0
     );
     let mut lx = LEFT;
     for v in [Verdict::Good, Verdict::Bad, Verdict::Undecided] {
@@ -350,18 +419,21 @@ mod tests {
                 subject: "old <one>",
                 verdict: Verdict::Good,
                 values: &[100.0, 101.0],
+                pos: -1,
             },
             Column {
                 sha: "bbbbbbbbbbbb2",
                 subject: "middle",
                 verdict: Verdict::Undecided,
                 values: &[103.0],
+                pos: 3,
             },
             Column {
                 sha: "cccccccccccc3",
                 subject: "change",
                 verdict: Verdict::Bad,
                 values: &[106.0, 107.0, 105.0],
+                pos: 40,
             },
         ];
         let svg = samples_svg("demo.score", &cols, Some("cccccccccccc3")).unwrap();
@@ -374,6 +446,30 @@ mod tests {
         assert!(svg.contains("class=\"culprit\""));
         assert!(svg.contains("old &lt;one&gt;"), "subjects are escaped");
         assert!(samples_svg("m", &[], None).is_none());
+        assert!(
+            svg.contains(">demo.score</text>"),
+            "no unit where none is known"
+        );
+        // Spaced by history: the gap from -1 to 3 is a tenth of the gap from 3 to 40.
+        let xs: Vec<f64> = svg
+            .match_indices("class=\"xtick\" x=\"")
+            .map(|(i, m)| {
+                let rest = &svg[i + m.len()..];
+                rest[..rest.find('"').unwrap()].parse().unwrap()
+            })
+            .collect();
+        assert_eq!(xs.len(), 3, "{svg}");
+        let ratio = (xs[1] - xs[0]) / (xs[2] - xs[1]);
+        assert!((ratio - 4.0 / 37.0).abs() < 1e-3, "{xs:?}");
+    }
+
+    #[test]
+    fn units_come_from_known_names_only() {
+        assert_eq!(unit_of("fio.write_iops"), Some("IO/s"));
+        assert_eq!(unit_of("aim7.jobs-per-min"), Some("jobs/min"));
+        assert_eq!(unit_of("time.elapsed_time"), Some("s"));
+        assert_eq!(unit_of("callgrind.Ir"), Some("instructions"));
+        assert_eq!(unit_of("myapp.frobs"), None);
     }
 
     #[test]

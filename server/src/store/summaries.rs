@@ -18,6 +18,8 @@ pub struct SummaryRow {
     pub repository: String,
     pub good_rev: String,
     pub bad_rev: String,
+    pub good_sha: String,
+    pub bad_sha: String,
     pub metric: String,
     pub testcase: String,
     pub status: String,
@@ -43,7 +45,7 @@ pub async fn list<'e>(
     offset: i64,
 ) -> sqlx::Result<Vec<SummaryRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.metric, j.testcase, b.status,
+        "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric, j.testcase, b.status,
                 b.culprit_sha,
                 (SELECT c.subject FROM bisect_commits c
                  WHERE c.bisect_id = b.id AND c.sha = b.culprit_sha) AS culprit_subject,

@@ -1,0 +1,265 @@
+//! The change a bisect shows, computed in one place from stored runs, so that the API, the
+//! dashboard, the CLI and the report print the same number and say which runs it used.
+//!
+//! The rule: 100·(bad level − good level)/good level, each level the mean of complete runs
+//! (`perfbisect_report::stats::relative_change`), and the runs are, in order of preference:
+//! 1. `verification`: a found culprit against the parent it was paired with, the runs of
+//!    the paired tasks only (interleaved on one host: the fairest comparison);
+//! 2. `culprit_parent`: a found culprit that was not verified in pairs, against its first
+//!    parent (or the good endpoint): every run of both;
+//! 3. `endpoints`: otherwise, every run of the bad endpoint against the good endpoint.
+//!
+//! The report (`report_input`) picks its parent-vs-culprit runs with [`paired_parent`] and
+//! [`in_pair`] too, so its %change of the bisected metric is this number.
+
+use perfbisect_report::kpi::{KpiTable, Verdict};
+use perfbisect_report::stats::{Summary, relative_change};
+use perfbisect_wire::api::MeasuredChange;
+use sqlx::PgPool;
+
+/// The parent the culprit was verified against: the other commit of a paired task that
+/// holds the culprit. `runs` yields each run's (task commit, task's paired commit).
+pub fn paired_parent<'a>(
+    runs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    culprit: &str,
+) -> Option<String> {
+    runs.into_iter()
+        .find_map(|(task_sha, pair_sha)| match pair_sha {
+            Some(p) if task_sha == culprit => Some(p.to_string()),
+            Some(p) if p == culprit => Some(task_sha.to_string()),
+            _ => None,
+        })
+}
+
+/// Whether a run belongs to a task that paired the culprit with this parent.
+pub fn in_pair(task_sha: &str, pair_sha: Option<&str>, culprit: &str, parent: &str) -> bool {
+    (task_sha == culprit && pair_sha == Some(parent))
+        || (task_sha == parent && pair_sha == Some(culprit))
+}
+
+/// One stored run, as far as the change needs it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunRow {
+    pub sha: String,
+    pub task_sha: String,
+    pub pair_sha: Option<String>,
+    /// The bisected metric's value of a complete run; `None` for an incomplete one.
+    pub value: Option<f64>,
+}
+
+/// What the change is measured between.
+pub struct Sides<'a> {
+    pub good_sha: &'a str,
+    pub bad_sha: &'a str,
+    /// The found culprit, and its first parent in the candidate set (or the good endpoint).
+    pub culprit: Option<(&'a str, &'a str)>,
+}
+
+/// The change shown for these runs; `None` until both sides have a complete run.
+pub fn measure(
+    runs: &[RunRow],
+    sides: &Sides,
+    metric: &str,
+    kpi: &KpiTable,
+) -> Option<MeasuredChange> {
+    let values = |keep: &dyn Fn(&RunRow) -> bool| -> Vec<f64> {
+        runs.iter()
+            .filter(|r| keep(r))
+            .filter_map(|r| r.value)
+            .collect()
+    };
+    let (basis, good_sha, bad_sha, good, bad) = match sides.culprit {
+        Some((culprit, first_parent)) => {
+            let pairs = runs
+                .iter()
+                .map(|r| (r.task_sha.as_str(), r.pair_sha.as_deref()));
+            match paired_parent(pairs, culprit) {
+                Some(parent) => {
+                    let paired = |sha: &str| {
+                        let parent = parent.clone();
+                        let sha = sha.to_string();
+                        move |r: &RunRow| {
+                            r.sha == sha
+                                && in_pair(&r.task_sha, r.pair_sha.as_deref(), culprit, &parent)
+                        }
+                    };
+                    let good = values(&paired(&parent));
+                    let bad = values(&paired(culprit));
+                    (
+                        "verification",
+                        parent.clone(),
+                        culprit.to_string(),
+                        good,
+                        bad,
+                    )
+                }
+                None => (
+                    "culprit_parent",
+                    first_parent.to_string(),
+                    culprit.to_string(),
+                    values(&|r| r.sha == first_parent),
+                    values(&|r| r.sha == culprit),
+                ),
+            }
+        }
+        None => (
+            "endpoints",
+            sides.good_sha.to_string(),
+            sides.bad_sha.to_string(),
+            values(&|r| r.sha == sides.good_sha),
+            values(&|r| r.sha == sides.bad_sha),
+        ),
+    };
+    let (basis, good_sha, bad_sha, g, b) = match (Summary::of(&good), Summary::of(&bad)) {
+        (Some(g), Some(b)) => (basis, good_sha, bad_sha, g, b),
+        // A culprit whose parent was never measured: the endpoints still tell the size.
+        _ if basis == "culprit_parent" => (
+            "endpoints",
+            sides.good_sha.to_string(),
+            sides.bad_sha.to_string(),
+            Summary::of(&values(&|r| r.sha == sides.good_sha))?,
+            Summary::of(&values(&|r| r.sha == sides.bad_sha))?,
+        ),
+        _ => return None,
+    };
+    let pct = relative_change(g.mean, b.mean)?;
+    let runs_used = match basis {
+        "verification" => format!(
+            "culprit vs its parent, {} + {} paired verification runs",
+            b.n, g.n
+        ),
+        "culprit_parent" => format!("culprit vs its parent, {} + {} runs", b.n, g.n),
+        _ => format!("bad vs good endpoint, {} + {} runs", b.n, g.n),
+    };
+    Some(MeasuredChange {
+        pct,
+        good_sha,
+        bad_sha,
+        good_mean: g.mean,
+        bad_mean: b.mean,
+        good_runs: g.n,
+        bad_runs: b.n,
+        basis: basis.to_string(),
+        runs_used,
+        kind: Verdict::of(kpi.direction(metric), pct).word().to_string(),
+    })
+}
+
+/// Loads the runs of one bisect and measures its change.
+pub async fn load(
+    db: &PgPool,
+    bisect: i64,
+    metric: &str,
+    sides: &Sides<'_>,
+    kpi: &KpiTable,
+) -> sqlx::Result<Option<MeasuredChange>> {
+    let runs: Vec<RunRow> = sqlx::query_as(
+        "SELECT r.sha, t.sha AS task_sha, t.pair_sha,
+                CASE WHEN r.completed THEN (r.metrics ->> $2)::float8 END AS value
+         FROM runs r JOIN tasks t ON t.id = r.task_id
+         WHERE r.bisect_id = $1 ORDER BY r.task_id, r.iteration",
+    )
+    .bind(bisect)
+    .bind(metric)
+    .fetch_all(db)
+    .await?;
+    Ok(measure(&runs, sides, metric, kpi))
+}
+
+/// A change as the pages and the CLI print it: `+4.8%`, `−9.7%` (a real minus sign).
+pub fn signed_pct(pct: f64) -> String {
+    let s = format!("{:.1}%", pct.abs());
+    if s == "0.0%" {
+        s
+    } else if pct > 0.0 {
+        format!("+{s}")
+    } else {
+        format!("\u{2212}{s}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfbisect_report::kpi::KpiTable;
+
+    fn run(sha: &str, task: &str, pair: Option<&str>, v: Option<f64>) -> RunRow {
+        RunRow {
+            sha: sha.into(),
+            task_sha: task.into(),
+            pair_sha: pair.map(str::to_string),
+            value: v,
+        }
+    }
+
+    #[test]
+    fn endpoints_until_a_culprit_then_its_paired_runs() {
+        let kpi: KpiTable = yaml_serde::from_str("demo.score: higher").unwrap();
+        let mut runs = vec![
+            run("g", "g", None, Some(100.0)),
+            run("g", "g", None, Some(102.0)),
+            run("b", "b", None, Some(110.0)),
+            run("b", "b", None, None),
+            // A search run of the culprit, far off: not part of the verification.
+            run("c", "c", None, Some(130.0)),
+        ];
+        let endpoints = Sides {
+            good_sha: "g",
+            bad_sha: "b",
+            culprit: None,
+        };
+        let m = measure(&runs, &endpoints, "demo.score", &kpi).unwrap();
+        assert_eq!(m.basis, "endpoints");
+        assert!((m.pct - 100.0 * (110.0 - 101.0) / 101.0).abs() < 1e-9);
+        assert_eq!(
+            (m.good_runs, m.bad_runs),
+            (2, 1),
+            "the incomplete run is left out"
+        );
+        assert_eq!(m.runs_used, "bad vs good endpoint, 1 + 2 runs");
+        assert_eq!(m.kind, "improvement", "demo.score: higher is better");
+
+        let found = Sides {
+            good_sha: "g",
+            bad_sha: "b",
+            culprit: Some(("c", "p")),
+        };
+        // The parent not measured yet: the endpoints.
+        let m = measure(&runs, &found, "demo.score", &kpi).unwrap();
+        assert_eq!(m.basis, "endpoints");
+        runs.push(run("p", "p", None, Some(50.0)));
+        let m = measure(&runs, &found, "demo.score", &kpi).unwrap();
+        assert_eq!(m.basis, "culprit_parent");
+        assert!((m.pct - 160.0).abs() < 1e-9);
+
+        runs.push(run("c", "c", Some("p"), Some(90.0)));
+        runs.push(run("p", "c", Some("p"), Some(100.0)));
+        let m = measure(&runs, &found, "demo.score", &kpi).unwrap();
+        assert_eq!(m.basis, "verification");
+        assert_eq!((m.good_sha.as_str(), m.bad_sha.as_str()), ("p", "c"));
+        assert!((m.pct + 10.0).abs() < 1e-9, "{}", m.pct);
+        assert_eq!(m.kind, "regression");
+        assert_eq!(
+            m.runs_used,
+            "culprit vs its parent, 1 + 1 paired verification runs"
+        );
+    }
+
+    #[test]
+    fn nothing_until_both_sides_have_a_complete_run() {
+        let runs = vec![run("g", "g", None, Some(1.0)), run("b", "b", None, None)];
+        let sides = Sides {
+            good_sha: "g",
+            bad_sha: "b",
+            culprit: None,
+        };
+        assert!(measure(&runs, &sides, "x", &KpiTable::builtin()).is_none());
+    }
+
+    #[test]
+    fn signs_are_always_written() {
+        assert_eq!(signed_pct(4.84), "+4.8%");
+        assert_eq!(signed_pct(-9.66), "\u{2212}9.7%");
+        assert_eq!(signed_pct(0.01), "0.0%");
+    }
+}

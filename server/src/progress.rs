@@ -1,0 +1,148 @@
+//! Progress that moves: from the engine's culprit probabilities (`bisects.assessments`),
+//! the most likely culprit, how many candidates hold 90% of the probability, and the
+//! uncertainty left in bits; from the runs so far, an estimate of the time left.
+//!
+//! "Candidates left" (the credible set at the bisect's confidence target) hardly moves
+//! until the very end; entropy falls with every informative run, so it is what the ETA
+//! extrapolates: bits resolved per run so far, seconds per run so far, capped by the budget.
+
+use perfbisect_wire::api::Progress;
+
+/// Entropy at which the search is about done: a top candidate near 99% leaves ~0.1 bit.
+const DONE_BITS: f64 = 0.1;
+/// Below this many resolved bits the pace is not yet known: the ETA is the budget's.
+const MIN_RESOLVED_BITS: f64 = 0.05;
+
+/// What progress is computed from.
+pub struct Inputs<'a> {
+    /// (commit, probability that it is the culprit) for every candidate that has one.
+    pub probabilities: &'a [(&'a str, f64)],
+    pub candidates_total: usize,
+    pub runs_done: usize,
+    pub max_runs: usize,
+    /// Seconds since the bisect was submitted (or its whole duration, once ended).
+    pub elapsed_secs: f64,
+    pub is_final: bool,
+}
+
+pub fn compute(i: &Inputs) -> Progress {
+    let start = (i.candidates_total.max(1) as f64).log2();
+    let total: f64 = i
+        .probabilities
+        .iter()
+        .map(|(_, p)| p.max(0.0))
+        .filter(|p| p.is_finite())
+        .sum();
+    let mut ps: Vec<(&str, f64)> = if total > 0.0 {
+        i.probabilities
+            .iter()
+            .filter(|(_, p)| p.is_finite() && *p > 0.0)
+            .map(|(s, p)| (*s, p / total))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    ps.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let entropy =
+        (!ps.is_empty()).then(|| ps.iter().map(|(_, p)| -p * p.log2()).sum::<f64>().max(0.0));
+    let candidates_90 = (!ps.is_empty()).then(|| {
+        let mut mass = 0.0;
+        ps.iter()
+            .position(|(_, p)| {
+                mass += p;
+                mass >= 0.9
+            })
+            .map_or(ps.len(), |k| k + 1)
+    });
+    let budget_runs_left = i.max_runs.saturating_sub(i.runs_done);
+    let secs_per_run =
+        (i.runs_done > 0 && i.elapsed_secs > 0.0).then(|| i.elapsed_secs / i.runs_done as f64);
+    let budget_secs = secs_per_run.map(|s| (s * budget_runs_left as f64).round() as i64);
+    let eta_secs = if i.is_final {
+        Some(0)
+    } else {
+        secs_per_run.map(|spr| {
+            let runs_left = match entropy {
+                Some(h) if start - h > MIN_RESOLVED_BITS => {
+                    let bits_per_run = (start - h) / i.runs_done as f64;
+                    (((h - DONE_BITS).max(0.0) / bits_per_run).ceil() as usize)
+                        .min(budget_runs_left)
+                }
+                _ => budget_runs_left,
+            };
+            (spr * runs_left as f64).round() as i64
+        })
+    };
+    Progress {
+        top_sha: ps.first().map(|(s, _)| s.to_string()),
+        top_probability: ps.first().map(|(_, p)| *p),
+        candidates_90,
+        entropy_bits: entropy,
+        entropy_bits_start: start,
+        budget_runs_left,
+        eta_secs,
+        budget_secs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs<'a>(ps: &'a [(&'a str, f64)], runs: usize) -> Inputs<'a> {
+        Inputs {
+            probabilities: ps,
+            candidates_total: 4,
+            runs_done: runs,
+            max_runs: 100,
+            elapsed_secs: runs as f64 * 2.0,
+            is_final: false,
+        }
+    }
+
+    #[test]
+    fn a_flat_belief_has_all_its_bits_and_the_budgets_eta() {
+        let flat = [("a", 0.25), ("b", 0.25), ("c", 0.25), ("d", 0.25)];
+        let p = compute(&inputs(&flat, 10));
+        assert!((p.entropy_bits.unwrap() - 2.0).abs() < 1e-12);
+        assert_eq!(p.entropy_bits_start, 2.0);
+        assert_eq!(p.candidates_90, Some(4));
+        assert_eq!(p.budget_runs_left, 90);
+        assert_eq!(p.budget_secs, Some(180));
+        assert_eq!(p.eta_secs, Some(180), "no pace yet: the budget's bound");
+    }
+
+    #[test]
+    fn a_narrowing_belief_moves_every_measure() {
+        let wide = [("a", 0.4), ("b", 0.3), ("c", 0.2), ("d", 0.1)];
+        let narrow = [("a", 0.9), ("b", 0.05), ("c", 0.03), ("d", 0.02)];
+        let w = compute(&inputs(&wide, 10));
+        let n = compute(&inputs(&narrow, 20));
+        assert_eq!(n.top_sha.as_deref(), Some("a"));
+        assert!(n.top_probability > w.top_probability);
+        assert!(n.entropy_bits < w.entropy_bits);
+        assert!(n.candidates_90 < w.candidates_90, "{n:?} {w:?}");
+        assert_eq!(n.candidates_90, Some(1));
+        // 20 runs resolved 2 − H bits; the rest at that pace, 2 s per run.
+        let h = n.entropy_bits.unwrap();
+        let runs = ((h - DONE_BITS) / ((2.0 - h) / 20.0)).ceil();
+        assert_eq!(n.eta_secs, Some((runs * 2.0) as i64));
+        assert!(n.eta_secs < n.budget_secs);
+    }
+
+    #[test]
+    fn before_any_run_and_after_the_end() {
+        let p = compute(&inputs(&[], 0));
+        assert_eq!(
+            (p.entropy_bits, p.eta_secs, p.candidates_90),
+            (None, None, None)
+        );
+        let done = Inputs {
+            is_final: true,
+            ..inputs(&[("a", 1.0)], 5)
+        };
+        let p = compute(&done);
+        assert_eq!(p.eta_secs, Some(0));
+        assert_eq!(p.entropy_bits, Some(0.0));
+    }
+}
