@@ -1272,6 +1272,19 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
         unix.trim_end(),
         "the API's report is the mail's"
     );
+    // The dashboard links the same materials and commits.
+    let (s, page) = call(&f, "GET", &format!("/bisects/{id}"), None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        page.contains(&format!("href=\"/api/v1/bisects/{id}/job.yaml\"")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(
+            "https://git.example.org/cgit/linux.git/commit/?id={C1}"
+        )),
+        "{page}"
+    );
     let wide = report.split("\r\n").filter(|l| l.len() > 76).count();
     assert!(wide > 0, "{report}");
     assert!(report.contains("fio.write_iops\r\n"), "{report}");
