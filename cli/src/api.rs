@@ -93,9 +93,20 @@ impl Api {
     }
 
     pub async fn add_repository(&self, name: &str, url: &str) -> Result<Repository, ApiError> {
+        self.add_repository_with_web(name, url, None).await
+    }
+
+    /// Registers a repository with its web view's commit URL template (`{sha}`).
+    pub async fn add_repository_with_web(
+        &self,
+        name: &str,
+        url: &str,
+        web_url: Option<&str>,
+    ) -> Result<Repository, ApiError> {
         let body = CreateRepository {
             name: name.into(),
             url: url.into(),
+            web_url: web_url.map(str::to_string),
         };
         self.send(
             self.http

@@ -202,7 +202,9 @@ impl Fleet {
     fn new(base: &str, run: Duration, repos: Vec<Arc<Repo>>) -> Arc<Fleet> {
         Arc::new(Fleet {
             base: base.to_string(),
-            http: reqwest::Client::builder()
+            // Through the worker's TLS setup: it installs the rustls provider clients need.
+            http: perfbisect_worker::tls::client_builder(None)
+                .expect("no CA file to read")
                 .timeout(Duration::from_secs(120))
                 .pool_max_idle_per_host(2048)
                 .build()

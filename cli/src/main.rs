@@ -62,6 +62,9 @@ enum Cmd {
     RepoAdd {
         name: String,
         url: String,
+        /// The web view's commit URL, `{sha}` where the commit goes (reports link there).
+        #[arg(long)]
+        web_url: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -172,8 +175,16 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
     match cmd {
         Cmd::Demo(args) => perfbisect_cli::demo::run(args).await.map(Ended::from),
         Cmd::Loadtest(args) => perfbisect_cli::loadtest::run(args).await.map(Ended::from),
-        Cmd::RepoAdd { name, url, remote } => {
-            let r = remote.api().add_repository(&name, &url).await?;
+        Cmd::RepoAdd {
+            name,
+            url,
+            web_url,
+            remote,
+        } => {
+            let r = remote
+                .api()
+                .add_repository_with_web(&name, &url, web_url.as_deref())
+                .await?;
             println!("repository {} ({}) mirrored", r.name, r.url);
             Ok(Ended(None))
         }

@@ -61,7 +61,7 @@ pub struct ServerConfig {
     pub mail: Box<crate::notify::MailConfig>,
     /// How the mirrors reach remote repositories (https CA and credentials, ssh key).
     #[command(flatten)]
-    pub git: perfbisect_gitfetch::GitAuth,
+    pub git: Box<perfbisect_gitfetch::GitAuth>,
     /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
     #[arg(long, env = "PERFBISECT_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,

@@ -16,6 +16,7 @@ pub mod error;
 pub mod findings;
 pub mod git;
 pub mod graphs;
+pub mod materials;
 pub mod metrics;
 pub mod health;
 pub mod mail_policy;
@@ -124,8 +125,8 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         config.public_url(),
     );
     state.mail = Arc::new(config.mail.settings()?);
+    state.mirrors = state.mirrors.clone().with_auth((*config.git).clone());
     state.access = Arc::new(config.read_access()?);
-    state.mirrors = state.mirrors.clone().with_auth(config.git.clone());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;

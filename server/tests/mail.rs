@@ -1116,6 +1116,10 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
         .execute(&f.state.db)
         .await
         .unwrap();
+    sqlx::query("UPDATE repositories SET web_url = 'https://git.example.org/cgit/linux.git/commit/?id={sha}'")
+        .execute(&f.state.db)
+        .await
+        .unwrap();
     let kconfig = "CONFIG_64BIT=y\n# CONFIG_KASAN is not set\n";
     sqlx::query("INSERT INTO kconfigs (name, content, sha256) VALUES ('x86_64-rhel-9.4', $1, 'x')")
         .bind(kconfig)
@@ -1221,6 +1225,66 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
     }
     // The report's table keeps its width: no line is folded or escaped.
     let report = &leaf_parts(&raws[1])[0].1;
+    // Materials to reproduce: the job spec and config links, the submit line, commit links
+    // through the repository's web view.
+    let unix = report.replace("\r\n", "\n");
+    assert!(
+        unix.contains(&format!(
+            "The job spec and kernel config to reproduce are available at:\n\
+             http://perfbisect.test/api/v1/bisects/{id}/job.yaml\n\
+             http://perfbisect.test/api/v1/kconfigs/x86_64-rhel-9.4\n"
+        )),
+        "{unix}"
+    );
+    assert!(
+        unix.contains(&format!(
+            "        perfbisect submit --server http://perfbisect.test --repo linux --good {G} --bad {C2} \
+             --job job.yaml --metric fio.write_iops    # job file is attached in this email\n"
+        )),
+        "{unix}"
+    );
+    assert!(
+        unix.contains(&format!(
+            "culprit:  https://git.example.org/cgit/linux.git/commit/?id={C1}\n"
+        )),
+        "{unix}"
+    );
+    let (s, body) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/bisects/{id}/job.yaml"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!((s, body.as_str()), (StatusCode::OK, yaml));
+    let (s, text) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/bisects/{id}/report"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        text.trim_end(),
+        unix.trim_end(),
+        "the API's report is the mail's"
+    );
+    // The dashboard links the same materials and commits.
+    let (s, page) = call(&f, "GET", &format!("/bisects/{id}"), None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        page.contains(&format!("href=\"/api/v1/bisects/{id}/job.yaml\"")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(
+            "https://git.example.org/cgit/linux.git/commit/?id={C1}"
+        )),
+        "{page}"
+    );
     let wide = report.split("\r\n").filter(|l| l.len() > 76).count();
     assert!(wide > 0, "{report}");
     assert!(report.contains("fio.write_iops\r\n"), "{report}");
@@ -1253,4 +1317,32 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
     assert!(raw.contains("Content-Type: multipart/alternative"), "{raw}");
     assert!(raw.contains("Content-Type: text/html"), "{raw}");
     assert!(!raw.contains("quoted-printable"), "{raw}");
+}
+
+#[tokio::test]
+async fn a_repository_carries_its_web_view_for_commit_links() {
+    let f = common::fixture().await;
+    let url = f.repo.display().to_string();
+    let (s, v) = common::call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(json!({"name": "r", "url": url, "web_url": "https://github.com/o/r/commit/"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["field"], "web_url", "{v}");
+    let (_, v) = common::call(&f, "GET", "/api/v1/repositories", Some(TOKEN), None).await;
+    assert_eq!(v, json!([]), "a refused registration stores nothing");
+    let (s, v) = common::call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(json!({"name": "r", "url": url, "web_url": "https://github.com/o/r/commit/{sha}"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["web_url"], "https://github.com/o/r/commit/{sha}");
 }

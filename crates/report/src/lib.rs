@@ -50,6 +50,7 @@ pub mod html;
 pub mod input;
 pub mod kpi;
 pub mod mail;
+pub mod materials;
 pub mod plot;
 pub mod stats;
 pub mod table;

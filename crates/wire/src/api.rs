@@ -24,6 +24,11 @@ pub struct CreateRepository {
     pub name: String,
     /// Where to fetch from: a path, `file://` or `git://` URL.
     pub url: String,
+    /// The public web view's commit URL, with `{sha}` where the commit goes (cgit:
+    /// `https://git.kernel.org/.../linux.git/commit/?id={sha}`, GitHub:
+    /// `https://github.com/o/r/commit/{sha}`); reports link commits there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -33,6 +38,9 @@ pub struct Repository {
     pub url: String,
     pub created_at: DateTime<Utc>,
     pub fetched_at: Option<DateTime<Utc>>,
+    /// The commit URL template of the public web view, if registered.
+    #[serde(default)]
+    pub web_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -4,6 +4,7 @@
 mod bisects;
 mod edge;
 mod kconfigs;
+mod materials;
 mod priority;
 mod reports;
 mod repositories;
@@ -72,6 +73,7 @@ pub fn router(state: AppState) -> Router {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(materials::routes())
         .merge(tokens::routes())
         .merge(priority::routes())
         .split_for_parts();

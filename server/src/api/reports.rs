@@ -91,8 +91,11 @@ async fn get_report(
     Query(q): Query<ReportQuery>,
 ) -> ApiResult<Response> {
     let loaded = load(&state, id).await?;
-    let report =
+    let mut report =
         perfbisect_report::render(&loaded.input, &state.mail.report).map_err(unrenderable)?;
+    if let Some(m) = crate::materials::load(&state.db, id, &state.public_url).await? {
+        report.text = perfbisect_report::materials::insert(&report.text, &m);
+    }
     Ok(match q.format.unwrap_or_default() {
         ReportFormat::Text => (
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -131,7 +134,8 @@ async fn get_report_eml(
             };
             let rcpt =
                 recipients::resolve(&state.db, &state.mirrors, settings, &loaded, event).await?;
-            let content = compose::content(&loaded, event, settings).map_err(unrenderable)?;
+            let mut content = compose::content(&loaded, event, settings).map_err(unrenderable)?;
+            compose::add_materials(&state.db, id, event, &state.public_url, &mut content).await?;
             let options = MailOptions::load(&state.db, id).await?;
             let extras = compose::extras(&state.db, id, event, settings).await?;
             compose::compose(

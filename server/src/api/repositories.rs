@@ -22,6 +22,7 @@ struct RepoRow {
     url: String,
     created_at: chrono::DateTime<chrono::Utc>,
     fetched_at: Option<chrono::DateTime<chrono::Utc>>,
+    web_url: Option<String>,
 }
 
 impl From<RepoRow> for Repository {
@@ -32,8 +33,17 @@ impl From<RepoRow> for Repository {
             url: r.url,
             created_at: r.created_at,
             fetched_at: r.fetched_at,
+            web_url: r.web_url,
         }
     }
+}
+
+/// An http(s) URL template with `{sha}`, and nothing a header or a mail could trip on.
+fn valid_web_url(s: &str) -> bool {
+    (s.starts_with("https://") || s.starts_with("http://"))
+        && s.contains("{sha}")
+        && s.len() <= 500
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 fn valid_name(s: &str) -> bool {
@@ -57,6 +67,14 @@ async fn create_repository(
         return Err(ApiError::bad(
             "name",
             "must be 1-100 characters of letters, digits, '-', '_', '.'",
+        ));
+    }
+    if let Some(w) = &req.web_url
+        && !valid_web_url(w)
+    {
+        return Err(ApiError::bad(
+            "web_url",
+            "must be an http(s) URL with `{sha}` where the commit goes, e.g. `https://github.com/o/r/commit/{sha}`",
         ));
     }
     if req.url.trim().is_empty() {
@@ -90,12 +108,14 @@ async fn create_repository(
         .map_err(|e| ApiError::Internal(e.into()))?
         .map_err(|e| ApiError::unprocessable("url", e.to_string()))?;
     let row: RepoRow = sqlx::query_as(
-        "INSERT INTO repositories (id, name, url, fetched_at) VALUES ($1, $2, $3, now())
-         ON CONFLICT (name) DO UPDATE SET fetched_at = now() RETURNING *",
+        "INSERT INTO repositories (id, name, url, fetched_at, web_url) VALUES ($1, $2, $3, now(), $4)
+         ON CONFLICT (name) DO UPDATE SET fetched_at = now(),
+             web_url = COALESCE(EXCLUDED.web_url, repositories.web_url) RETURNING *",
     )
     .bind(id)
     .bind(&req.name)
     .bind(&req.url)
+    .bind(&req.web_url)
     .fetch_one(&state.db)
     .await?;
     let status = if existing.is_some() {

@@ -233,13 +233,18 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
     .bind(&b.metric)
     .fetch_all(db)
     .await?;
-    let repo_url: String = sqlx::query_scalar(
-        "SELECT r.url FROM bisects b JOIN repositories r ON r.id = b.repository_id
+    let (repo_url, web_template): (String, Option<String>) = sqlx::query_as(
+        "SELECT r.url, r.web_url FROM bisects b JOIN repositories r ON r.id = b.repository_id
          WHERE b.id = $1",
     )
     .bind(id)
     .fetch_one(db)
     .await?;
+    // The repository's registered web view first; a guess from the fetch URL otherwise.
+    let commit_link = |sha: &str| match &web_template {
+        Some(t) => Some(perfbisect_report::materials::commit_url(t, sha)),
+        None => commit_web_url(&repo_url, sha),
+    };
     // Every candidate's verdict, from the incrementally written table.
     let assessments = crate::store::assessments::as_json(db, id).await?;
     let candidates: Vec<String> = sqlx::query_scalar(
@@ -360,7 +365,7 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         .map(|(c, own, implied)| CommitRow {
             own,
             implied,
-            web_url: commit_web_url(&repo_url, &c.sha),
+            web_url: commit_link(&c.sha),
             sha: c.sha.clone(),
             short: short_sha(&c.sha).to_string(),
             subject: c.subject.clone(),
@@ -464,7 +469,7 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         elapsed: format::duration((b.finished_at.unwrap_or(now) - b.created_at).num_seconds()),
         updated: format::age(b.updated_at, now),
         culprit: b.culprit.as_ref().map(|c| CulpritView {
-            web_url: commit_web_url(&repo_url, &c.commit.sha),
+            web_url: commit_link(&c.commit.sha),
             sha: c.commit.sha.clone(),
             subject: c.commit.subject.clone(),
             author: c.commit.author.clone(),

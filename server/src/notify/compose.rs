@@ -155,6 +155,24 @@ pub fn message_id(key: &str, settings: &MailSettings) -> String {
     format!("<{key}@{}>", settings.message_id_domain())
 }
 
+/// Puts the report's "To reproduce" section (job spec and kconfig links, the submit line,
+/// commit links) into a final report's text; the `started` announcement has none.
+pub async fn add_materials(
+    db: &sqlx::PgPool,
+    bisect: i64,
+    event: Event,
+    public_url: &str,
+    content: &mut Content,
+) -> sqlx::Result<()> {
+    if event == Event::Started {
+        return Ok(());
+    }
+    if let Some(m) = crate::materials::load(db, bisect, public_url).await? {
+        content.text = perfbisect_report::materials::insert(&content.text, &m);
+    }
+    Ok(())
+}
+
 /// A text file attached to a mail (the job spec, the kernel config).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attachment {

@@ -163,10 +163,18 @@ async fn freeze(
             "no recipients: no notify address, subscription or author".into(),
         ));
     }
-    let content = match compose::content(&loaded, event, settings) {
+    let mut content = match compose::content(&loaded, event, settings) {
         Ok(c) => c,
         Err(e) => return Ok(Err(format!("the report cannot be rendered: {e}"))),
     };
+    compose::add_materials(
+        &state.db,
+        c.bisect_id,
+        event,
+        &state.public_url,
+        &mut content,
+    )
+    .await?;
     let options = MailOptions::load(&state.db, c.bisect_id).await?;
     let extras = compose::extras(&state.db, c.bisect_id, event, settings).await?;
     let composed = match compose::compose(

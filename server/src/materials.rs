@@ -1,0 +1,80 @@
+//! The materials to reproduce a bisect (its job spec and kernel config as links, the
+//! `perfbisect submit` line, web links to its commits), gathered from stored rows for the
+//! report's "To reproduce" section (`perfbisect_report::materials`).
+
+use perfbisect_report::materials::{Materials, commit_url};
+use sqlx::PgPool;
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    repository: String,
+    web_url: Option<String>,
+    good_sha: String,
+    bad_sha: String,
+    metric: String,
+    direction: Option<String>,
+    confidence: f64,
+    first_parent: bool,
+    culprit_sha: Option<String>,
+    kconfig: Option<String>,
+}
+
+/// Quotes a shell word when it needs it (a metric or name with odd characters).
+fn sh(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The materials of bisect `id`, with links under the server's `public_url`. `None` when
+/// there is no such bisect.
+pub async fn load(db: &PgPool, id: i64, public_url: &str) -> sqlx::Result<Option<Materials>> {
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT r.name AS repository, r.web_url, b.good_sha, b.bad_sha, b.metric, b.direction,
+                b.confidence, b.first_parent, b.culprit_sha, j.spec ->> 'kconfig' AS kconfig
+         FROM bisects b JOIN repositories r ON r.id = b.repository_id
+         JOIN job_specs j ON j.id = b.job_spec_id WHERE b.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await?;
+    let Some(r) = row else { return Ok(None) };
+    let base = public_url.trim_end_matches('/');
+    let mut submit = format!(
+        "perfbisect submit --server {} --repo {} --good {} --bad {} --job job.yaml --metric {}",
+        sh(base),
+        sh(&r.repository),
+        r.good_sha,
+        r.bad_sha,
+        sh(&r.metric)
+    );
+    if let Some(d) = &r.direction {
+        submit += &format!(" --direction {}", sh(d));
+    }
+    if (r.confidence - 0.99).abs() > 1e-9 {
+        submit += &format!(" --confidence {}", r.confidence);
+    }
+    if r.first_parent {
+        submit += " --first-parent";
+    }
+    let mut commit_links = Vec::new();
+    if let Some(t) = &r.web_url {
+        if let Some(c) = &r.culprit_sha {
+            commit_links.push(("culprit:".to_string(), commit_url(t, c)));
+        }
+        commit_links.push(("good:".to_string(), commit_url(t, &r.good_sha)));
+        commit_links.push(("bad:".to_string(), commit_url(t, &r.bad_sha)));
+    }
+    Ok(Some(Materials {
+        job_url: format!("{base}/api/v1/bisects/{id}/job.yaml"),
+        kconfig_url: r.kconfig.map(|k| format!("{base}/api/v1/kconfigs/{k}")),
+        submit_line: submit,
+        commit_links,
+    }))
+}
