@@ -4,4 +4,5 @@
 pub mod api;
 pub mod demo;
 pub mod example;
+pub mod metrics_check;
 pub mod processes;

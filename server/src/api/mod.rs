@@ -3,6 +3,7 @@
 
 mod bisects;
 mod kconfigs;
+mod metric_names;
 mod reports;
 mod repositories;
 mod tasks;
@@ -38,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .merge(bisects::routes())
         .merge(workers::routes())
         .merge(kconfigs::routes())
+        .merge(metric_names::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
         .split_for_parts();
@@ -58,6 +60,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(bisects::routes())
         .merge(workers::routes())
         .merge(kconfigs::routes())
+        .merge(metric_names::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
         .split_for_parts();
