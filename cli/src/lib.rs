@@ -5,4 +5,5 @@ pub mod api;
 pub mod demo;
 pub mod example;
 pub mod loadtest;
+pub mod metrics_check;
 pub mod processes;

@@ -123,6 +123,20 @@ enum Cmd {
         #[command(flatten)]
         remote: Remote,
     },
+    /// List the metric names a job's output yields, as the worker will store them: parses
+    /// a saved run output (stdout, plus stderr if the job's command sends it there) with the
+    /// job's `run.format`. With `--metric`, fails unless that name is among them.
+    Metrics {
+        /// Job spec (YAML file).
+        #[arg(long)]
+        job: PathBuf,
+        /// A saved output of the job's run command (`./bench > out.txt 2>&1`).
+        #[arg(long)]
+        output: PathBuf,
+        /// The metric you mean to submit.
+        #[arg(long)]
+        metric: Option<String>,
+    },
     /// List bisects, newest first.
     List {
         #[arg(long)]
@@ -249,6 +263,27 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
                 perfbisect_cli::demo::watch(&api, id, Duration::from_secs(u64::MAX / 4)).await?;
             println!("\n{}", render(&done));
             Ok(Ended(Some(done.status)))
+        }
+        Cmd::Metrics {
+            job,
+            output,
+            metric,
+        } => {
+            let job = std::fs::read_to_string(&job)
+                .with_context(|| format!("reading job spec {}", job.display()))?;
+            let output = std::fs::read_to_string(&output)
+                .with_context(|| format!("reading run output {}", output.display()))?;
+            let metrics = perfbisect_cli::metrics_check::check(&job, &output, metric.as_deref())?;
+            for (name, value) in &metrics {
+                println!("{name} = {value}");
+            }
+            if let Some(m) = metric {
+                println!(
+                    "`{m}` is among the {} metrics: submit it as --metric {m}",
+                    metrics.len()
+                );
+            }
+            Ok(Ended(None))
         }
         Cmd::Cancel { id, remote } => {
             let b = remote.api().cancel(id).await?;

@@ -57,11 +57,12 @@ async fn db(lab: &Lab) -> sqlx::PgPool {
     sqlx::PgPool::connect(&lab.db_url).await.unwrap()
 }
 
-/// Population statistics, as LKP computes them: (mean, %stddev).
+/// The service's one definition (README, "Statistics"): (mean, %stddev of the sample
+/// standard deviation, divided by n − 1).
 fn mean_pct_stddev(v: &[f64]) -> (f64, Option<f64>) {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
-    let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
     (mean, (v.len() > 1).then(|| 100.0 * sd / mean))
 }
 

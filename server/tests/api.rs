@@ -517,3 +517,76 @@ async fn a_merge_whose_first_parent_is_good_is_marked_for_first_parent_mode() {
         .unwrap();
     assert!(first_parent);
 }
+
+#[tokio::test]
+async fn a_metric_the_job_never_produced_is_refused_and_the_known_names_are_listed() {
+    let f = with_repo().await;
+    // Nothing is known about a job that never ran: any well-formed name is taken.
+    let (s, first) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    let host: i64 = sqlx::query_scalar(
+        "INSERT INTO hosts (name, host_group, machine, token_hash) VALUES ('h', 'g', '{}', 'x') RETURNING id",
+    )
+    .fetch_one(&f.state.db)
+    .await
+    .unwrap();
+    let task: i64 = sqlx::query_scalar(
+        "INSERT INTO tasks (bisect_id, sha, job_spec_id, host_group, runs, phase, state)
+         SELECT id, good_sha, job_spec_id, 'g', 1, 'reproducing', 'done' FROM bisects WHERE id = $1 RETURNING id",
+    )
+    .bind(first["id"].as_i64().unwrap())
+    .fetch_one(&f.state.db)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, started_at, finished_at)
+         SELECT $1, bisect_id, sha, $2, 0, true, '{\"t.x\": 1, \"time.elapsed_time\": 0.1}', now(), now()
+         FROM tasks WHERE id = $1",
+    )
+    .bind(task)
+    .bind(host)
+    .execute(&f.state.db)
+    .await
+    .unwrap();
+
+    // Now the job's names are known: a name it never produced is refused, naming them.
+    let mut body = submit_body("v1", "v5");
+    body["metric"] = json!("t.y");
+    let message = refused(&f, body, StatusCode::UNPROCESSABLE_ENTITY, "metric").await;
+    assert!(
+        message.contains("`t.y`") && message.contains("t.x, time.elapsed_time"),
+        "{message}"
+    );
+    let (s, again) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "a produced name is taken: {again}");
+
+    // The names can be looked up by job hash before submitting.
+    let hash = first["job_hash"].as_str().unwrap();
+    let (s, names) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/metric-names?job={hash}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(names["metrics"], json!(["t.x", "time.elapsed_time"]));
+    let (s, bad) = call(&f, "GET", "/api/v1/metric-names?job=zz", None, None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(bad["error"]["field"], "job");
+}

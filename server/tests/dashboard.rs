@@ -632,3 +632,35 @@ async fn verdicts_implied_by_position_are_told_from_measured_ones_and_progress_m
     assert!(tasks[0]["duration_secs"].as_f64().unwrap() >= 4.0);
     assert_eq!(get(&f, "/tasks/99999").await.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn the_submit_form_explains_its_options_and_offers_the_kernel_jobs() {
+    let f = fixture().await;
+    let page = get(&f, "/submit").await;
+    let body = &page.body;
+    for id in [
+        "kernel-qemu",
+        "kernel-fio",
+        "kernel-aim7",
+        "kernel-fxmark",
+        "zstd-perf-stat",
+    ] {
+        assert!(
+            body.contains(&format!("data-example=\"{id}\"")),
+            "example {id}"
+        );
+        assert!(body.contains(&format!("<template id=\"example-{id}\"")));
+    }
+    assert!(body.contains("data-metric=\"fio.write_iops\""));
+    assert!(body.contains("id=\"first_parent\" name=\"first_parent\" type=\"checkbox\""));
+    for help in [
+        "direction-help",
+        "magnitude_pct-help",
+        "confidence-help",
+        "max_runs-help",
+        "notify-help",
+        "first_parent-help",
+    ] {
+        assert!(body.contains(&format!("id=\"{help}\"")), "{help}");
+    }
+}

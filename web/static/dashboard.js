@@ -127,7 +127,8 @@
           job: e.job.value,
           metric: e.metric.value.trim(),
           notify: e.notify.value.split(',').map(function (s) { return s.trim(); }).filter(Boolean),
-          use_merge_base: e.use_merge_base.checked
+          use_merge_base: e.use_merge_base.checked,
+          first_parent: e.first_parent.checked
         };
         if (e.direction.value) { body.direction = e.direction.value; }
         body.magnitude_pct = number('magnitude_pct', false);

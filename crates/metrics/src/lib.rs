@@ -15,6 +15,7 @@
 //! | `Fio` | `fio --output-format=json` | `fio.write_iops`, `fio.write_clat_90%_ns`, ... |
 //! | `TimeV` | GNU `/usr/bin/time -v` | `time.elapsed_time`, `time.maximum_resident_set_size`, ... |
 //! | `PerfStat` | `perf stat`, human or `-x,` CSV, plain or `-I` interval | `perf-stat.instructions`, ... |
+//! | `Callgrind` | `valgrind --tool=callgrind` (or cachegrind) on stderr | `callgrind.Ir`, `callgrind.I_refs`, ... |
 //! | `Auto` | any of the above | see [`detect`] |
 //!
 //! ## The `program` prefix
@@ -54,6 +55,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+mod callgrind;
 mod fio;
 mod json;
 mod keyvalue;
@@ -82,11 +84,13 @@ pub enum Format {
     TimeV,
     /// `perf stat`, human-readable or `-x,` CSV, optionally with `-I`.
     PerfStat,
+    /// `valgrind --tool=callgrind` or `--tool=cachegrind` summaries (their stderr).
+    Callgrind,
 }
 
 impl Format {
     /// Every format, `Auto` first.
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 8] = [
         Format::Auto,
         Format::Json,
         Format::KeyValue,
@@ -94,6 +98,7 @@ impl Format {
         Format::Fio,
         Format::TimeV,
         Format::PerfStat,
+        Format::Callgrind,
     ];
 
     /// The snake_case name used in job specs and in serde (`key_value`, `time_v`, ...).
@@ -106,6 +111,7 @@ impl Format {
             Format::Fio => "fio",
             Format::TimeV => "time_v",
             Format::PerfStat => "perf_stat",
+            Format::Callgrind => "callgrind",
         }
     }
 }
@@ -119,7 +125,7 @@ impl fmt::Display for Format {
 /// An unknown format name given to [`Format::from_str`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown metrics format `{0}` (expected one of: auto, json, key_value, lkp_stats, fio, time_v, perf_stat)"
+    "unknown metrics format `{0}` (expected one of: auto, json, key_value, lkp_stats, fio, time_v, perf_stat, callgrind)"
 )]
 pub struct UnknownFormat(pub String);
 
@@ -221,6 +227,7 @@ pub fn parse(format: Format, program: &str, text: &str) -> Result<Metrics, Parse
         Format::Fio => fio::parse(text)?,
         Format::TimeV => timev::parse(text)?,
         Format::PerfStat => perfstat::parse(text)?,
+        Format::Callgrind => callgrind::parse(text)?,
     };
     if metrics.is_empty() {
         return Err(ParseError::NoMetrics { format });
@@ -233,7 +240,8 @@ pub fn parse(format: Format, program: &str, text: &str) -> Result<Metrics, Parse
 /// In order: fio JSON (a `"fio version"` field), other JSON (text starting with `{`: LKP
 /// stats when every top-level key contains a `.` and every value is a number or an array
 /// of numbers, plain JSON otherwise), `/usr/bin/time -v` (an `Elapsed (wall clock) time`
-/// line), `perf stat` (its `Performance counter stats for` header, its `-I` column header,
+/// line), `valgrind` callgrind/cachegrind summaries (its `==PID==` banner or summary),
+/// `perf stat` (its `Performance counter stats for` header, its `-I` column header,
 /// or a `-x,` CSV counter line), and `key: value` lines for everything else.
 /// One input is one format: a stdout that mixes several (say `time -v` wrapped around a
 /// program printing `key: value`) should be split by the caller and parsed per part.
@@ -248,6 +256,9 @@ pub fn detect(text: &str) -> Format {
         } else {
             Format::Json
         };
+    }
+    if callgrind::looks_like_callgrind(text) {
+        return Format::Callgrind;
     }
     if text.lines().any(timev::is_elapsed_line) {
         return Format::TimeV;

@@ -358,3 +358,35 @@ fn a_truncated_run_is_not_silently_accepted() {
         })
     ));
 }
+
+const CALLGRIND_DEFAULT: &str = include_str!("fixtures/callgrind-default.txt");
+const CALLGRIND_SIM: &str = include_str!("fixtures/callgrind-cache-branch-sim.txt");
+
+#[test]
+fn callgrind_instruction_counts_without_a_wrapper_script() {
+    // The program's own `score:` line is on stdout, mixed in; only valgrind's lines count.
+    assert_eq!(detect(CALLGRIND_DEFAULT), Format::Callgrind);
+    let m = parse(Format::Auto, "demo", CALLGRIND_DEFAULT).unwrap();
+    assert_metrics(
+        &m,
+        &[("callgrind.Ir", 325999.0), ("callgrind.I_refs", 325999.0)],
+    );
+}
+
+#[test]
+fn callgrind_with_cache_and_branch_simulation() {
+    let m = parse(Format::Callgrind, "ignored", CALLGRIND_SIM).unwrap();
+    assert_eq!(m["callgrind.Ir"], 325999.0);
+    assert_eq!(m["callgrind.Bcm"], 3184.0);
+    assert_eq!(m["callgrind.I_refs"], 325999.0);
+    assert_eq!(
+        m["callgrind.D_refs"], 39500.0,
+        "the rd + wr split is left out"
+    );
+    assert_eq!(m["callgrind.LL_misses"], 2572.0);
+    assert_eq!(m["callgrind.Branches"], 125789.0);
+    assert_eq!(m["callgrind.D1_miss_rate%"], 4.0);
+    assert_eq!(m["callgrind.Mispred_rate%"], 2.7);
+    assert_eq!(m.len(), 13 + 16, "13 events and 16 summary lines: {m:?}");
+    assert!(!m.keys().any(|k| k.contains("Command")), "{m:?}");
+}

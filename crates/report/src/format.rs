@@ -157,6 +157,69 @@ pub fn format_reproduction(pct: f64) -> String {
     format!("{pct:REL_WIDTH$.0}% ")
 }
 
+/// Prose wrapped at `width` columns on spaces (each input line a paragraph); a word longer
+/// than the width stays whole on its own line.
+///
+/// ```
+/// use perfbisect_report::format::wrap;
+/// assert_eq!(wrap("aa bb cc", 5), "aa bb\ncc");
+/// assert_eq!(wrap("a\nbbbbbbb c", 4), "a\nbbbbbbb\nc");
+/// ```
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = Vec::new();
+    for para in text.split('\n') {
+        let mut line = String::new();
+        for word in para.split(' ').filter(|w| !w.is_empty()) {
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+                out.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        out.push(line);
+    }
+    out.join("\n")
+}
+
+/// A probability in percent that never rounds a chance short of certainty up to 100%:
+///
+/// ```
+/// use perfbisect_report::format::probability;
+/// assert_eq!(probability(0.9998), "99.98%");
+/// assert_eq!(probability(0.99999), ">99.99%");
+/// assert_eq!(probability(0.993), "99.3%");
+/// assert_eq!(probability(1.0), "100.0%");
+/// ```
+pub fn probability(p: f64) -> String {
+    let pct = 100.0 * p;
+    if (99.9..100.0).contains(&pct) {
+        let s = format!("{pct:.2}%");
+        if s == "100.00%" { ">99.99%".into() } else { s }
+    } else {
+        format!("{pct:.1}%")
+    }
+}
+
+/// A test's p-value: four decimals, or the exponent form below 0.0001 (`3.1e-6`).
+///
+/// ```
+/// use perfbisect_report::format::p_value;
+/// assert_eq!(p_value(0.0123), "0.0123");
+/// assert_eq!(p_value(3.14e-6), "3.1e-6");
+/// assert_eq!(p_value(0.0), "0");
+/// ```
+pub fn p_value(p: f64) -> String {
+    if p == 0.0 {
+        "0".into()
+    } else if p < 1e-4 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.4}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -422,6 +422,40 @@ fn addition_box(also: &[AdditionReport], additions: &[Addition]) -> String {
     s
 }
 
+/// The culprit's probability (never rounded up to 100%) and what its comparison with its
+/// parent showed: how many runs on each side and Welch's t-test on them.
+fn verdict_sentence(
+    short: &str,
+    confidence: f64,
+    metric: &str,
+    parent: &[f64],
+    culprit: &[f64],
+) -> String {
+    let mut s = format!(
+        "The bisect gives {short} a {} probability of being the first commit that changed \
+         {metric}. Compared with its parent: {} + {} runs",
+        crate::format::probability(confidence),
+        culprit.len(),
+        parent.len()
+    );
+    match perfbisect_engine::welch_t_test(culprit, parent) {
+        Some(t) if t.p_value < 0.01 => {
+            s += &format!(
+                ", Welch's t-test p = {}.",
+                crate::format::p_value(t.p_value)
+            )
+        }
+        Some(t) => {
+            s += &format!(
+                ", Welch's t-test p = {}: not significant on these runs alone.",
+                crate::format::p_value(t.p_value)
+            )
+        }
+        None => s += ", too few for a test.",
+    }
+    s
+}
+
 #[expect(
     clippy::too_many_arguments,
     reason = "the fields of Outcome::Found, unpacked once"
@@ -539,13 +573,20 @@ fn render_found(
         t += &a.table.render();
     }
     t += "\n\n";
-    if let Some(c) = confidence {
-        t += &format!(
-            "The bisect gives {} a {:.1}% probability of being the first commit that changed\n{}; it was verified against its parent on the same host.\n\n\n",
+    let parent_samples = samples_of(metric, &runs.parent);
+    let culprit_samples = samples_of(metric, &runs.culprit);
+    let verdict = confidence.map(|c| {
+        verdict_sentence(
             culprit.short(10),
-            100.0 * c,
-            metric
-        );
+            c,
+            metric,
+            &parent_samples,
+            &culprit_samples,
+        )
+    });
+    if let Some(v) = &verdict {
+        t += &crate::format::wrap(v, 80);
+        t += "\n\n\n";
     }
     if let Some(p) = &tplot {
         t += &p.render();
@@ -593,14 +634,8 @@ fn render_found(
             escape(&a.table.render())
         );
     }
-    if let Some(c) = confidence {
-        h += &format!(
-            "<p>The bisect gives {} a {:.1}% probability of being the first commit that changed {}; \
-             it was verified against its parent on the same host.</p>\n",
-            escape(culprit.short(10)),
-            100.0 * c,
-            escape(metric)
-        );
+    if let Some(v) = &verdict {
+        h += &format!("<p>{}</p>\n", escape(v));
     }
     if let Some(svg) = &svg {
         h += &format!("<div class=\"plot\">\n{svg}</div>\n");
@@ -717,7 +752,8 @@ fn render_not_reproduced(
     );
 
     let intro = format!(
-        "{} could not reproduce a change of {} between the ends of the range,\nso it did not bisect it.",
+        "{} could not reproduce a change of {} between the ends of the range, so it did not \
+         bisect it.",
         input.robot.name, metric
     );
     let change_line = headline.as_ref().and_then(|h| h.change_percent).map(|p| {
@@ -802,7 +838,7 @@ fn render_inconclusive(input: &ReportInput, candidates: &[Candidate], target: f6
     let tplot = text_plot(metric, &input.samples);
     let svg = svg_plot(metric, &input.samples, None);
     let intro = format!(
-        "{} could not pin the change of {} to one commit with the {:.1}% confidence\nasked for.",
+        "{} could not pin the change of {} to one commit with the {:.1}% confidence asked for.",
         input.robot.name,
         metric,
         100.0 * target

@@ -1,9 +1,13 @@
 //! Per-stat numbers and LKP's "did this stat change" rule.
 //!
-//! The numbers follow lkp-tests (`lib/compare.rb`): arithmetic mean, population
-//! standard deviation, `%stddev = 100·stddev/avg`, `%change = 100·(new−base)/base`, and
-//! an absolute change for `perf-profile*` and `*%` stats. The row rule follows
-//! `lib/stats.rb` and `lib/changed_stat.rb`; [`RowPolicy`] documents each step.
+//! One definition of the per-commit numbers for the whole service, the engine's
+//! (`perfbisect_engine::Summary`): arithmetic mean, **sample** standard deviation (divided by
+//! n − 1), and the median as the middle value (the mean of the two middle values for an even
+//! count). The API, the dashboard, the CLI and the report print these. From lkp-tests
+//! (`lib/compare.rb`): `%stddev = 100·stddev/avg`, `%change = 100·(new−base)/base`, and an
+//! absolute change for `perf-profile*` and `*%` stats. The row rule follows `lib/stats.rb`
+//! and `lib/changed_stat.rb` (with LKP's own median, element n/2, for its separation test);
+//! [`RowPolicy`] documents each step.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,10 +19,10 @@ pub struct Summary {
     pub n: usize,
     /// Arithmetic mean.
     pub mean: f64,
-    /// Population standard deviation (divide by n); `None` for a single sample.
+    /// Sample standard deviation (divide by n − 1); `None` for a single sample.
     pub stddev: Option<f64>,
     pub min: f64,
-    /// LKP's median: the element at index n/2 of the sorted samples.
+    /// The middle value; the mean of the two middle values for an even count.
     pub median: f64,
     pub max: f64,
 }
@@ -28,27 +32,20 @@ impl Summary {
     ///
     /// ```
     /// use perfbisect_report::stats::Summary;
-    /// let s = Summary::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
-    /// assert_eq!((s.n, s.mean, s.stddev), (8, 5.0, Some(2.0)));
-    /// assert_eq!(s.pct_stddev(), Some(40.0));
+    /// let s = Summary::of(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+    /// assert_eq!((s.n, s.mean, s.median), (5, 3.0, 3.0));
+    /// assert_eq!(s.stddev, Some(2.5f64.sqrt()), "sample stddev: divided by n - 1");
+    /// assert_eq!(Summary::of(&[1.0, 2.0]).unwrap().median, 1.5);
     /// ```
     pub fn of(values: &[f64]) -> Option<Summary> {
-        let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-        if sorted.is_empty() {
-            return None;
-        }
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let mean = sorted.iter().sum::<f64>() / n as f64;
-        let stddev = (n > 1)
-            .then(|| (sorted.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64).sqrt());
+        let s = perfbisect_engine::Summary::of(values)?;
         Some(Summary {
-            n,
-            mean,
-            stddev,
-            min: sorted[0],
-            median: sorted[n / 2],
-            max: sorted[n - 1],
+            n: s.n,
+            mean: s.mean,
+            stddev: (s.n > 1).then_some(s.stddev),
+            min: s.min,
+            median: s.median,
+            max: s.max,
         })
     }
 
@@ -183,13 +180,26 @@ fn trimmed(values: &[f64], max_margin: usize) -> Vec<f64> {
     v[margin..v.len() - margin].to_vec()
 }
 
+/// (min, LKP's median — the element at index n/2 of the sorted samples —, max): what LKP's
+/// row rule compares. Only the rule uses this median; the printed one is [`Summary`]'s.
+fn lkp_spread(values: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some((v[0], v[v.len() / 2], v[v.len() - 1]))
+}
+
 /// LKP's separation test on sorted samples: `min_a > median_b && median_a > max_b` or the
-/// mirror case.
+/// mirror case (LKP's median).
 pub fn separated(base: &[f64], new: &[f64]) -> bool {
-    let (Some(a), Some(b)) = (Summary::of(new), Summary::of(base)) else {
+    let (Some((a_min, a_med, a_max)), Some((b_min, b_med, b_max))) =
+        (lkp_spread(new), lkp_spread(base))
+    else {
         return false;
     };
-    (b.min > a.median && b.median > a.max) || (a.min > b.median && a.median > b.max)
+    (b_min > a_med && b_med > a_max) || (a_min > b_med && a_med > b_max)
 }
 
 impl RowPolicy {
@@ -214,25 +224,26 @@ impl RowPolicy {
         // The base keeps at most 3 outliers out, 1 when it is small; the new side 3.
         let b = trimmed(base, if base.len() <= 3 { 1 } else { 3 });
         let a = trimmed(new, 3);
-        let (Some(sa), Some(sb)) = (Summary::of(&a), Summary::of(&b)) else {
+        let (Some((_, a_med, a_max)), Some((_, b_med, b_max))) = (lkp_spread(&a), lkp_spread(&b))
+        else {
             return false;
         };
         if stat.starts_with("perf-profile.")
-            && sa.median <= self.perf_profile_threshold
-            && sb.median <= self.perf_profile_threshold
+            && a_med <= self.perf_profile_threshold
+            && b_med <= self.perf_profile_threshold
         {
             return false;
         }
         if !separated(&b, &a) {
             return false;
         }
-        let (high, low) = if sa.median > sb.median {
-            (&sa, &sb)
+        let (high, low) = if a_med > b_med {
+            (a_med, b_med)
         } else {
-            (&sb, &sa)
+            (b_med, a_med)
         };
-        let ratio = if low.median > 0.0 {
-            (high.median / low.median).min(MAX_RATIO)
+        let ratio = if low > 0.0 {
+            (high / low).min(MAX_RATIO)
         } else {
             MAX_RATIO
         };
@@ -243,8 +254,8 @@ impl RowPolicy {
             return false;
         }
         if let Some(f) = self.floors.iter().find(|f| glob::matches(&f.pattern, stat)) {
-            let max = sa.max.max(sb.max);
-            let delta = high.median - low.median;
+            let max = a_max.max(b_max);
+            let delta = high - low;
             if f.min_max.is_some_and(|m| max <= m) || f.min_delta.is_some_and(|d| delta <= d) {
                 return false;
             }
@@ -258,14 +269,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn population_stddev_and_undefined_for_one_sample() {
+    fn sample_stddev_and_undefined_for_one_sample() {
         let s = Summary::of(&[10.0]).unwrap();
         assert_eq!(s.stddev, None);
         assert_eq!(s.pct_stddev(), None);
         let s = Summary::of(&[9.0, 11.0]).unwrap();
-        assert_eq!(s.stddev, Some(1.0));
-        assert_eq!(s.pct_stddev(), Some(10.0));
-        assert_eq!(s.median, 11.0);
+        assert_eq!(s.stddev, Some(2f64.sqrt()));
+        assert!((s.pct_stddev().unwrap() - 10.0 * 2f64.sqrt()).abs() < 1e-12);
+        assert_eq!(s.median, 10.0);
+        // The same numbers as the engine's (and so the API's and the dashboard's).
+        let v = [3.0, 9.0, 4.0, 7.0];
+        let e = perfbisect_engine::Summary::of(&v).unwrap();
+        let r = Summary::of(&v).unwrap();
+        assert_eq!(
+            (r.mean, r.stddev, r.median),
+            (e.mean, Some(e.stddev), e.median)
+        );
         assert!(Summary::of(&[]).is_none());
         assert!(Summary::of(&[f64::NAN]).is_none());
     }

@@ -542,3 +542,65 @@ rows:
         "unset fields keep their defaults"
     );
 }
+
+#[test]
+fn the_verdict_gives_the_probability_unrounded_and_the_comparison_behind_it() {
+    let mut i = input("will-it-scale.per_process_ops", &LOW, &HIGH);
+    if let Outcome::Found { confidence, .. } = &mut i.outcome {
+        *confidence = Some(0.9998);
+    }
+    let r = report(&i);
+    assert!(
+        !r.text.contains("100.0%"),
+        "0.9998 is not certainty:\n{}",
+        r.text
+    );
+    let start = r
+        .text
+        .find("The bisect gives")
+        .expect("the verdict sentence");
+    let verdict = &r.text[start..start + r.text[start..].find("\n\n").unwrap()];
+    let one_line = verdict.replace('\n', " ");
+    assert!(one_line.contains("a 99.98% probability"), "{verdict}");
+    assert!(one_line.contains("4 + 4 runs"), "{verdict}");
+    assert!(one_line.contains("Welch's t-test p = "), "{verdict}");
+    assert!(
+        verdict.lines().all(|l| l.chars().count() <= 80),
+        "prose within 80 columns:\n{verdict}"
+    );
+    assert!(r.html.contains("99.98% probability"));
+}
+
+#[test]
+fn prose_stays_within_80_columns_for_every_outcome() {
+    // Lines of prose: not the table, the boxes, the plots, the commit and URL lines.
+    let prose = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.contains("  ") && !l.contains('|') && !l.contains("://"))
+            .filter(|l| !l.starts_with("commit:") && !l.starts_with(' ') && !l.starts_with('\t'))
+            .filter(|l| !l.starts_with('-') && !l.starts_with('='))
+            .filter(|l| !l.contains('/') || l.contains(". "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut found = input("will-it-scale.per_process_ops", &LOW, &HIGH);
+    if let Outcome::Found { confidence, .. } = &mut found.outcome {
+        *confidence = Some(0.97);
+    }
+    let mut not_reproduced = input("will-it-scale.per_process_ops", &LOW, &LOW);
+    not_reproduced.outcome = Outcome::NotReproduced {
+        good_runs: runs_of("will-it-scale.per_process_ops", &LOW),
+        bad_runs: runs_of("will-it-scale.per_process_ops", &LOW),
+    };
+    let mut inconclusive = input("will-it-scale.per_process_ops", &LOW, &LOW);
+    inconclusive.outcome = Outcome::Inconclusive {
+        candidates: Vec::new(),
+        target: 0.99,
+    };
+    for i in [found, not_reproduced, inconclusive] {
+        let r = report(&i);
+        for l in prose(&r.text) {
+            assert!(l.chars().count() <= 80, "over 80 columns: {l}");
+        }
+    }
+}

@@ -226,6 +226,7 @@ pub const FORMATS: &[&str] = &[
     "fio",
     "time_v",
     "perf_stat",
+    "callgrind",
 ];
 
 /// Why a job spec was refused. `key` names the offending key in dotted form.

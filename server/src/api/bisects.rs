@@ -127,6 +127,7 @@ async fn submit_bisect(
 ) -> ApiResult<(StatusCode, Json<Bisect>)> {
     let spec = validate(&req)?;
     super::kconfigs::check_job(&state, &spec).await?;
+    super::metric_names::check_submitted(&state, &spec.hash(), &req.metric).await?;
     let repo: Option<(i64, String)> =
         sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
             .bind(&req.repository)

@@ -5,6 +5,7 @@ mod bisects;
 mod edge;
 mod kconfigs;
 mod materials;
+mod metric_names;
 mod priority;
 mod reports;
 mod repositories;
@@ -71,6 +72,7 @@ pub fn router(state: AppState) -> Router {
         .merge(bisects::routes())
         .merge(workers::routes())
         .merge(kconfigs::routes())
+        .merge(metric_names::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
         .merge(materials::routes())
@@ -101,6 +103,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(bisects::routes())
         .merge(workers::routes())
         .merge(kconfigs::routes())
+        .merge(metric_names::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
         .merge(tokens::routes())

@@ -19,7 +19,8 @@ pub struct Example {
     pub yaml: &'static str,
 }
 
-/// The examples, in the order the form offers them. Kernel examples join this list.
+/// The examples, in the order the form offers them: the demo's, userspace ones, then the
+/// kernel jobs of `jobs/` (a qemu boot and the three seed reports' bare-metal jobs).
 pub const EXAMPLES: &[Example] = &[
     Example {
         id: "demo",
@@ -32,6 +33,36 @@ pub const EXAMPLES: &[Example] = &[
         title: "Userspace project built with make, timed with time -v",
         metric: "time.elapsed_time",
         yaml: include_str!("../../../web/examples/userspace.yaml"),
+    },
+    Example {
+        id: "zstd-perf-stat",
+        title: "zstd, counted with perf stat (instructions)",
+        metric: "perf-stat.instructions:u",
+        yaml: include_str!("../../../jobs/zstd-compress-perf-stat.yaml"),
+    },
+    Example {
+        id: "kernel-qemu",
+        title: "Kernel booted under qemu (hackbench)",
+        metric: "hackbench.time",
+        yaml: include_str!("../../../jobs/boot-smoke-qemu.yaml"),
+    },
+    Example {
+        id: "kernel-fio",
+        title: "Kernel: fio 4k write on ext4 (bare metal, seed report)",
+        metric: "fio.write_iops",
+        yaml: include_str!("../../../jobs/fio-basic-4k-write-falloc.yaml"),
+    },
+    Example {
+        id: "kernel-aim7",
+        title: "Kernel: aim7 disk_wrt on ext4 (bare metal, seed report)",
+        metric: "aim7.jobs-per-min",
+        yaml: include_str!("../../../jobs/aim7-disk_wrt-ext4.yaml"),
+    },
+    Example {
+        id: "kernel-fxmark",
+        title: "Kernel: fxmark dbench_client (bare metal, seed report)",
+        metric: "fxmark.ssd_ext4_dbench_client_32_directio.works/sec",
+        yaml: include_str!("../../../jobs/fxmark-dbench_client-directio.yaml"),
     },
 ];
 

@@ -122,9 +122,10 @@ pub enum Shape {
     OutlierLow,
 }
 
-/// `n` samples with the given mean and population stddev `pct`% of the mean.
+/// `n` samples with the given mean and sample stddev (n − 1) `pct`% of the mean.
 pub fn samples(mean: f64, pct: f64, n: usize, shape: Shape) -> Vec<f64> {
-    let s = mean.abs() * pct / 100.0;
+    // The shapes below have population stddev `s`; the sample stddev is √(n/(n−1))·s.
+    let s = mean.abs() * pct / 100.0 * ((n as f64 - 1.0) / n as f64).sqrt();
     match shape {
         Shape::Symmetric => {
             assert!(n.is_multiple_of(2));
