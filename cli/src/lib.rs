@@ -5,3 +5,5 @@ pub mod api;
 pub mod demo;
 pub mod example;
 pub mod processes;
+pub mod watch_example;
+pub mod watches;

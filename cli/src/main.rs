@@ -111,6 +111,13 @@ enum Cmd {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Watched branches: `perfbisect watches add|set|list|show|push|changes`.
+    Watches {
+        #[command(subcommand)]
+        cmd: perfbisect_cli::watches::WatchesCmd,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// List bisects, newest first.
     List {
         #[arg(long)]
@@ -231,6 +238,7 @@ async fn client(cmd: Cmd) -> anyhow::Result<()> {
             println!("({} in all)", list.total);
             Ok(())
         }
+        Cmd::Watches { cmd, remote } => perfbisect_cli::watches::run(cmd, &remote.api()).await,
         Cmd::Server(_) | Cmd::Worker(_) => unreachable!("handled in main"),
     }
 }

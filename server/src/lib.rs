@@ -16,6 +16,7 @@ pub mod pg;
 pub mod queue;
 pub mod report_input;
 pub mod scheduler;
+pub mod watch;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -100,6 +101,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     tokio::spawn(queue::listen_for_tasks(state.clone(), url.clone()));
     tokio::spawn(queue::reap_expired_leases(state.clone()));
     tokio::spawn(scheduler::tick(state.clone()));
+    tokio::spawn(watch::run(state.clone()));
     notify::sender::spawn(&state)?;
     tracing::info!(%addr, "perfbisect server listening");
     println!("perfbisect server listening on http://{addr}");

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod job;
 pub mod tasks;
+pub mod watch;
 pub mod worker;
 
 pub use job::{BuildKind, DeployKind, JobSpec, JobSpecError};

@@ -115,8 +115,19 @@ async fn submit_bisect(
     user: ApiUser,
     ApiJson(req): ApiJson<SubmitBisect>,
 ) -> ApiResult<(StatusCode, Json<Bisect>)> {
-    let spec = validate(&req)?;
-    super::kconfigs::check_job(&state, &spec).await?;
+    let id = submit(&state, Some(user.token_id), &req).await?;
+    Ok((StatusCode::CREATED, Json(load_bisect(&state, id).await?)))
+}
+
+/// Validates, resolves and stores a bisect, then advances it once: what `POST
+/// /api/v1/bisects` does, also called by watches when a change opens a bisect.
+pub(crate) async fn submit(
+    state: &AppState,
+    submitted_by: Option<i64>,
+    req: &SubmitBisect,
+) -> ApiResult<i64> {
+    let spec = validate(req)?;
+    super::kconfigs::check_job(state, &spec).await?;
     let repo: Option<(i64, String)> =
         sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
             .bind(&req.repository)
@@ -175,7 +186,7 @@ async fn submit_bisect(
     .bind(req.confidence.unwrap_or(0.99))
     .bind(req.max_runs.unwrap_or(400) as i32)
     .bind(serde_json::json!(req.notify))
-    .bind(user.token_id)
+    .bind(submitted_by)
     .bind(req.first_parent)
     .fetch_one(&mut *tx)
     .await?;
@@ -233,10 +244,10 @@ async fn submit_bisect(
         candidates = range.candidates.len(),
         "bisect submitted"
     );
-    if let Err(e) = crate::scheduler::advance(&state, id).await {
+    if let Err(e) = crate::scheduler::advance(state, id).await {
         tracing::error!(bisect = id, error = ?e, "first advance");
     }
-    Ok((StatusCode::CREATED, Json(load_bisect(&state, id).await?)))
+    Ok(id)
 }
 
 #[derive(sqlx::FromRow)]

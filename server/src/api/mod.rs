@@ -6,9 +6,11 @@ mod kconfigs;
 mod reports;
 mod repositories;
 mod tasks;
+pub(crate) mod watches;
 mod workers;
 
 pub(crate) use bisects::load_bisect;
+pub(crate) use bisects::submit as submit_bisect;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -27,6 +29,7 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "workers", description = "The worker protocol"),
         (name = "tasks", description = "What each task did: runs, environments, build logs"),
         (name = "kconfigs", description = "Kernel configs that kernel jobs name"),
+        (name = "watches", description = "Watched branches, their series and change points"),
     )
 )]
 struct ApiDoc;
@@ -39,6 +42,7 @@ pub fn router(state: AppState) -> Router {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(watches::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -59,6 +63,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(watches::routes())
         .split_for_parts();
     openapi
 }

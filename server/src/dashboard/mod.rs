@@ -4,7 +4,7 @@
 //! (submit, cancel) goes through the REST API from the browser with the user's token.
 //!
 //! Pages: `/bisects` (list), `/bisects/{id}` (one bisect; `/bisects/{id}/live` is its live
-//! part), `/submit`, `/hosts`, `/queue`; `/` leads to the list.
+//! part), `/submit`, `/hosts`, `/queue`, `/watches`, `/watches/{id}`; `/` leads to the list.
 
 mod assets;
 mod detail;
@@ -14,7 +14,9 @@ mod hosts;
 mod list;
 mod plot;
 mod queue;
+mod series_plot;
 mod submit;
+mod watches;
 
 use crate::AppState;
 use axum::Router;
@@ -30,5 +32,7 @@ pub fn routes() -> Router<AppState> {
         .route("/submit", get(submit::page))
         .route("/hosts", get(hosts::page))
         .route("/queue", get(queue::page))
+        .route("/watches", get(watches::list))
+        .route("/watches/{id}", get(watches::detail))
         .route("/static/{name}", get(assets::serve))
 }
