@@ -3,6 +3,7 @@
 use perfbisect_wire::api::{
     Bisect, BisectList, CreateRepository, ErrorBody, Repository, SubmitBisect,
 };
+use perfbisect_wire::watch::{ChangePoint, CreateWatch, PollResult, Series, UpdateWatch, Watch};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 
@@ -146,6 +147,64 @@ impl Api {
                 .post(format!("{}/api/v1/bisects/{id}/cancel", self.base)),
         )
         .await
+    }
+
+    pub async fn create_watch(&self, req: &CreateWatch) -> Result<Watch, ApiError> {
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/watches", self.base))
+                .json(req),
+        )
+        .await
+    }
+
+    pub async fn update_watch(&self, id: i64, req: &UpdateWatch) -> Result<Watch, ApiError> {
+        self.send(
+            self.http
+                .patch(format!("{}/api/v1/watches/{id}", self.base))
+                .json(req),
+        )
+        .await
+    }
+
+    pub async fn watches(&self) -> Result<Vec<Watch>, ApiError> {
+        self.send(self.http.get(format!("{}/api/v1/watches", self.base)))
+            .await
+    }
+
+    pub async fn watch(&self, id: i64) -> Result<Watch, ApiError> {
+        self.send(self.http.get(format!("{}/api/v1/watches/{id}", self.base)))
+            .await
+    }
+
+    /// The push webhook: fetch and measure the new heads now.
+    pub async fn push_watch(&self, id: i64) -> Result<PollResult, ApiError> {
+        self.send(
+            self.http
+                .post(format!("{}/api/v1/watches/{id}/push", self.base)),
+        )
+        .await
+    }
+
+    pub async fn series(&self, id: i64) -> Result<Vec<Series>, ApiError> {
+        self.send(
+            self.http
+                .get(format!("{}/api/v1/watches/{id}/series", self.base)),
+        )
+        .await
+    }
+
+    /// Change points of one watch, or of every watch (`open`: only those still to bisect).
+    pub async fn changes(
+        &self,
+        watch: Option<i64>,
+        open: bool,
+    ) -> Result<Vec<ChangePoint>, ApiError> {
+        let url = match watch {
+            Some(id) => format!("{}/api/v1/watches/{id}/changes", self.base),
+            None => format!("{}/api/v1/changes?open={open}", self.base),
+        };
+        self.send(self.http.get(url)).await
     }
 
     pub async fn hosts(&self) -> Result<serde_json::Value, ApiError> {

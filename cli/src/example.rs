@@ -69,7 +69,7 @@ timeouts:
 /// The metric the example's change moves.
 pub const METRIC: &str = "demo.score";
 
-const BENCH_C: &str = r#"/* The example benchmark: real work, a score with run-to-run noise. */
+pub(crate) const BENCH_C: &str = r#"/* The example benchmark: real work, a score with run-to-run noise. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,17 +105,17 @@ int main(void) {
 }
 "#;
 
-fn params_h(score: f64, cv: f64) -> String {
+pub(crate) fn params_h(score: f64, cv: f64) -> String {
     format!("#define SCORE_BASE {score:.3}\n#define NOISE_CV {cv}\n")
 }
 
-struct Builder<'r> {
-    repo: &'r Repository,
-    clock: i64,
+pub(crate) struct Builder<'r> {
+    pub(crate) repo: &'r Repository,
+    pub(crate) clock: i64,
 }
 
 impl Builder<'_> {
-    fn commit(
+    pub(crate) fn commit(
         &mut self,
         files: &BTreeMap<String, String>,
         parents: &[Oid],

@@ -7,3 +7,5 @@ pub mod example;
 pub mod loadtest;
 pub mod metrics_check;
 pub mod processes;
+pub mod watch_example;
+pub mod watches;

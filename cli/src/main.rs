@@ -137,6 +137,13 @@ enum Cmd {
         #[arg(long)]
         metric: Option<String>,
     },
+    /// Watched branches: `perfbisect watches add|set|list|show|push|changes`.
+    Watches {
+        #[command(subcommand)]
+        cmd: perfbisect_cli::watches::WatchesCmd,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// List bisects, newest first.
     List {
         #[arg(long)]
@@ -295,6 +302,9 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
             print!("{}", render_list(&list, chrono::Utc::now()));
             Ok(Ended(None))
         }
+        Cmd::Watches { cmd, remote } => perfbisect_cli::watches::run(cmd, &remote.api())
+            .await
+            .map(Ended::from),
         Cmd::Server(_) | Cmd::Worker(_) => unreachable!("handled in main"),
     }
 }

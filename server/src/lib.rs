@@ -16,10 +16,10 @@ pub mod error;
 pub mod findings;
 pub mod git;
 pub mod graphs;
-pub mod materials;
-pub mod metrics;
 pub mod health;
 pub mod mail_policy;
+pub mod materials;
+pub mod metrics;
 pub mod notify;
 pub mod pg;
 pub mod progress;
@@ -29,6 +29,7 @@ pub mod report_input;
 pub mod scheduler;
 pub mod store;
 pub mod tls;
+pub mod watch;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -139,6 +140,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         embedded,
         Duration::from_secs(2),
     ));
+    tokio::spawn(watch::run(state.clone()));
     notify::sender::spawn(&state)?;
     match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => {

@@ -11,7 +11,9 @@ pub const CHANNEL: &str = "perfbisect_tasks";
 #[derive(Debug, sqlx::FromRow)]
 pub struct ClaimedTask {
     pub id: i64,
+    /// 0 for a watch's measurement.
     pub bisect_id: i64,
+    pub watch_id: Option<i64>,
     pub sha: String,
     pub pair_sha: Option<String>,
     pub runs: i32,
@@ -31,7 +33,7 @@ pub async fn claim(
          FROM (SELECT id FROM tasks WHERE state = 'queued' AND host_group = $2
                ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) c
          WHERE t.id = c.id
-         RETURNING t.id, t.bisect_id, t.sha, t.pair_sha, t.runs, t.lease_expires_at",
+         RETURNING t.id, coalesce(t.bisect_id, 0) AS bisect_id, t.watch_id, t.sha, t.pair_sha, t.runs, t.lease_expires_at",
     )
     .bind(host_id)
     .bind(host_group)
@@ -87,7 +89,7 @@ pub async fn listen_for_tasks(state: AppState, url: String) {
 
 /// Hands expired leases back to the queue (or fails the task after its last attempt).
 pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
-    let rows: Vec<(i64, i64, String)> = sqlx::query_as(
+    let rows: Vec<(i64, Option<i64>, String)> = sqlx::query_as(
         "UPDATE tasks SET
              state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
              message = 'lease expired on host ' || coalesce(host_id::text, '?') || ' (attempt ' || attempts || ')',
@@ -101,6 +103,11 @@ pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
     let mut bisects = Vec::new();
     for (task, bisect, new_state) in rows {
         tracing::warn!(task, bisect, new_state, "task lease expired");
+        if new_state == "queued" {
+            notify_queued(&state.db).await?;
+        }
+        // A watch's measurement has no bisect to tell or advance.
+        let Some(bisect) = bisect else { continue };
         crate::scheduler::event(
             &state.db,
             bisect,
@@ -108,9 +115,6 @@ pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
             &format!("A host stopped answering; task {task} is {new_state} again.\nlease expired"),
         )
         .await?;
-        if new_state == "queued" {
-            notify_queued(&state.db).await?;
-        }
         crate::store::wakeups::wake(
             &state.db,
             bisect,

@@ -326,6 +326,31 @@ fn memory_size(bytes: u64) -> String {
     }
 }
 
+/// The watch whose change opened bisect `id`, if a watch did (the first such change).
+async fn found_by(
+    conn: &mut PgConnection,
+    id: i64,
+) -> sqlx::Result<Option<perfbisect_report::FoundBy>> {
+    let row: Option<(String, String, String, String)> = sqlx::query_as(
+        "SELECT w.name, c.ref_name, hb.sha, ha.sha FROM watch_changes c
+         JOIN watches w ON w.id = c.watch_id
+         JOIN watch_heads hb ON hb.id = c.before_head_id
+         JOIN watch_heads ha ON ha.id = c.after_head_id
+         WHERE c.bisect_id = $1 AND c.action = 'bisecting' ORDER BY c.id LIMIT 1",
+    )
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.map(
+        |(watch, branch, before, after)| perfbisect_report::FoundBy {
+            watch,
+            branch,
+            before,
+            after,
+        },
+    ))
+}
+
 /// The machine that ran the bisect's benchmark on `host`: what its runs saw from inside
 /// (a VM's CPUs and memory, a bare-metal host's), else what the worker registered with.
 async fn machine(conn: &mut PgConnection, bisect: i64, host: Option<i64>) -> sqlx::Result<Machine> {
@@ -502,11 +527,16 @@ async fn load_with(
         ),
         _ => (Outcome::Failed { reason: reason() }, None),
     };
+    let found_by = found_by(conn, id).await?;
     let input = ReportInput {
         repository: Repository {
             url: row.url.clone(),
             name: Some(row.repository.clone()),
-            branch: branch_of(&row.bad_rev),
+            // A watch's bisect runs between shas: its branch is the watched one.
+            branch: found_by
+                .as_ref()
+                .map(|f| f.branch.clone())
+                .or_else(|| branch_of(&row.bad_rev)),
         },
         good: stored.commit(&row.good_sha),
         bad: stored.commit(&row.bad_sha),
@@ -522,6 +552,7 @@ async fn load_with(
             "{}/bisects/{id}",
             ctx.public_url.trim_end_matches('/')
         )),
+        found_by,
     };
     let notify = row
         .notify

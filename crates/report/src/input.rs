@@ -38,6 +38,22 @@ pub struct ReportInput {
     /// `Closes:` of a regression.
     #[serde(default)]
     pub dashboard_url: Option<String>,
+    /// Set when nobody submitted the bisect: a watch noticed the change on a branch. The
+    /// report then opens "FYI, we noticed …" and says which watch found it.
+    #[serde(default)]
+    pub found_by: Option<FoundBy>,
+}
+
+/// The watch that noticed a change and opened the bisect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoundBy {
+    /// The watch's name.
+    pub watch: String,
+    /// The watched branch where the change showed.
+    pub branch: String,
+    /// The last and first measured heads around the change.
+    pub before: String,
+    pub after: String,
 }
 
 /// The repository a bisect ran on.

@@ -32,6 +32,7 @@
 //!     subject_prefix: None,
 //!     robot: Robot::default(),
 //!     dashboard_url: None,
+//!     found_by: None,
 //! };
 //! let report = render(&input, &ReportConfig::default()).unwrap();
 //! assert_eq!(report.subject, "[linus:master] [ext4]  bbbbbbbbbb:  fio.write_iops 50.0% improvement");
@@ -56,8 +57,8 @@ pub mod stats;
 pub mod table;
 
 pub use input::{
-    Addition, Candidate, Commit, CommitSamples, FailureCount, Job, Judgement, Machine, Outcome,
-    ReportInput, Repository, Robot, Run, Runs,
+    Addition, Candidate, Commit, CommitSamples, FailureCount, FoundBy, Job, Judgement, Machine,
+    Outcome, ReportInput, Repository, Robot, Run, Runs,
 };
 pub use kpi::{Direction, KpiTable, Verdict};
 pub use mail::{Headline, OutcomeKind, Report, ReportConfig, ReportError, render, subject};

@@ -347,6 +347,25 @@ fn job_html(input: &ReportInput) -> String {
     s
 }
 
+/// "perfbisect noticed a 54.8% improvement of …" for a submitted bisect; "FYI, we noticed …"
+/// when a watch found the change, as the robot's reports of branches it tests on its own do.
+fn noticed(input: &ReportInput, phrase: &str) -> String {
+    match &input.found_by {
+        Some(_) => format!("FYI, we noticed {phrase} on"),
+        None => format!("{} noticed {phrase} on", input.robot.name),
+    }
+}
+
+fn found_by_line(f: &crate::input::FoundBy) -> String {
+    format!(
+        "found by watching {} (watch {}): the change showed between heads {} and {}",
+        f.branch,
+        f.watch,
+        &f.before[..f.before.len().min(12)],
+        &f.after[..f.after.len().min(12)]
+    )
+}
+
 fn repo_line(input: &ReportInput) -> String {
     match input.repository.branch.as_deref().filter(|b| !b.is_empty()) {
         Some(b) => format!("{} {b}", input.repository.url),
@@ -524,14 +543,16 @@ fn render_found(
     // Text body.
     let mut t = String::new();
     t += "Hello,\n\n";
-    t += &format!(
-        "{} noticed {} on:\n\n\n",
-        input.robot.name,
-        headline.phrase()
-    );
+    t += &noticed(input, &headline.phrase());
+    t += ":\n\n\n";
     t += &format!("commit: {} (\"{}\")\n", culprit.sha, culprit.subject);
     t += &repo_line(input);
-    t += "\n\n";
+    t += "\n";
+    if let Some(f) = &input.found_by {
+        t += &found_by_line(f);
+        t += "\n";
+    }
+    t += "\n";
     for l in job_lines(input) {
         t += &l;
         t += "\n";
@@ -597,16 +618,17 @@ fn render_found(
     // HTML body.
     let mut h = String::new();
     h += "<p>Hello,</p>\n";
+    h += &format!("<p>{}:</p>\n", escape(&noticed(input, &headline.phrase())));
     h += &format!(
-        "<p>{} noticed {} on:</p>\n",
-        escape(&input.robot.name),
-        escape(&headline.phrase())
-    );
-    h += &format!(
-        "<p>commit: <code>{}</code> (&quot;{}&quot;)<br>\n{}</p>\n",
+        "<p>commit: <code>{}</code> (&quot;{}&quot;)<br>\n{}{}</p>\n",
         escape(&culprit.sha),
         escape(&culprit.subject),
-        repo_html(input)
+        repo_html(input),
+        input
+            .found_by
+            .as_ref()
+            .map(|f| format!("<br>\n{}", escape(&found_by_line(f))))
+            .unwrap_or_default()
     );
     h += &job_html(input);
     if !also.is_empty() {

@@ -211,6 +211,7 @@ fn fio_input() -> ReportInput {
             email: Some("lkp@intel.com".into()),
         },
         dashboard_url: Some("https://perfbisect.example/bisects/42".into()),
+        found_by: None,
     }
 }
 

@@ -55,6 +55,7 @@ fn input(metric: &str, base: &[f64], new: &[f64]) -> ReportInput {
         subject_prefix: None,
         robot: Robot::default(),
         dashboard_url: Some("https://perfbisect.example/bisects/7".into()),
+        found_by: None,
     }
 }
 
@@ -603,4 +604,30 @@ fn prose_stays_within_80_columns_for_every_outcome() {
             assert!(l.chars().count() <= 80, "over 80 columns: {l}");
         }
     }
+}
+
+#[test]
+fn a_change_found_by_a_watch_is_reported_as_fyi() {
+    let mut i = input("will-it-scale.per_process_ops", &LOW, &HIGH);
+    i.found_by = Some(perfbisect_report::FoundBy {
+        watch: "nightly".into(),
+        branch: "master".into(),
+        before: "a".repeat(40),
+        after: "b".repeat(40),
+    });
+    let r = report(&i);
+    assert!(
+        r.text
+            .contains("FYI, we noticed a 10.0% improvement of will-it-scale.per_process_ops on:\n"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains(
+        "found by watching master (watch nightly): the change showed between heads aaaaaaaaaaaa and bbbbbbbbbbbb"
+    ));
+    assert!(!r.text.contains("perfbisect noticed"));
+    assert!(r.html.contains("FYI, we noticed"));
+    // A submitted bisect keeps the robot's own line.
+    let plain = report(&input("will-it-scale.per_process_ops", &LOW, &HIGH));
+    assert!(!plain.text.contains("FYI"));
 }

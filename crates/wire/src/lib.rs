@@ -9,6 +9,7 @@ pub mod job;
 pub mod states;
 pub mod tasks;
 pub mod text;
+pub mod watch;
 pub mod worker;
 
 pub use job::{BuildKind, DeployKind, JobSpec, JobSpecError};

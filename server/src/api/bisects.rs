@@ -125,9 +125,20 @@ async fn submit_bisect(
     user: ApiUser,
     ApiJson(req): ApiJson<SubmitBisect>,
 ) -> ApiResult<(StatusCode, Json<Bisect>)> {
-    let spec = validate(&req)?;
-    super::kconfigs::check_job(&state, &spec).await?;
-    super::metric_names::check_submitted(&state, &spec.hash(), &req.metric).await?;
+    let id = submit(&state, Some(user.token_id), &req).await?;
+    Ok((StatusCode::CREATED, Json(load_bisect(&state, id).await?)))
+}
+
+/// Validates, resolves and stores a bisect, then advances it once: what `POST
+/// /api/v1/bisects` does, also called by watches when a change opens a bisect.
+pub(crate) async fn submit(
+    state: &AppState,
+    submitted_by: Option<i64>,
+    req: &SubmitBisect,
+) -> ApiResult<i64> {
+    let spec = validate(req)?;
+    super::kconfigs::check_job(state, &spec).await?;
+    super::metric_names::check_submitted(state, &spec.hash(), &req.metric).await?;
     let repo: Option<(i64, String)> =
         sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
             .bind(&req.repository)
@@ -201,7 +212,7 @@ async fn submit_bisect(
     .bind(req.confidence.unwrap_or(0.99))
     .bind(req.max_runs.unwrap_or(400) as i32)
     .bind(serde_json::json!(req.notify))
-    .bind(user.token_id)
+    .bind(submitted_by)
     .bind(req.first_parent)
     .bind(range.candidates.len() as i32)
     .fetch_one(&mut *tx)
@@ -227,10 +238,10 @@ async fn submit_bisect(
         candidates = range.candidates.len(),
         "bisect submitted"
     );
-    if let Err(e) = crate::scheduler::advance(&state, id).await {
+    if let Err(e) = crate::scheduler::advance(state, id).await {
         tracing::error!(bisect = id, error = ?e, "first advance");
     }
-    Ok((StatusCode::CREATED, Json(load_bisect(&state, id).await?)))
+    Ok(id)
 }
 
 #[derive(sqlx::FromRow)]

@@ -11,8 +11,10 @@ mod reports;
 mod repositories;
 mod tasks;
 mod tokens;
+pub(crate) mod watches;
 mod workers;
 
+pub(crate) use bisects::submit as submit_bisect;
 pub(crate) use bisects::{load_bisect, summary_change};
 pub(crate) use tasks::get_task;
 
@@ -34,6 +36,7 @@ use utoipa_axum::router::OpenApiRouter;
         (name = "tasks", description = "What each task did: runs, environments, build logs"),
         (name = "kconfigs", description = "Kernel configs that kernel jobs name"),
         (name = "tokens", description = "Tokens and their roles (operators only)"),
+        (name = "watches", description = "Watched branches, their series and change points"),
     ),
     modifiers(&SecuritySchemes)
 )]
@@ -78,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         .merge(materials::routes())
         .merge(tokens::routes())
         .merge(priority::routes())
+        .merge(watches::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -108,6 +112,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(reports::routes())
         .merge(tokens::routes())
         .merge(priority::routes())
+        .merge(watches::routes())
         .split_for_parts();
     openapi
 }

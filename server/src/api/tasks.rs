@@ -267,7 +267,7 @@ async fn hand_back(
         host.host_id,
         req.message.as_deref().unwrap_or("worker shutting down")
     );
-    let bisect: Option<i64> = sqlx::query_scalar(
+    let bisect: Option<Option<i64>> = sqlx::query_scalar(
         "UPDATE tasks SET state = 'queued', attempts = greatest(attempts - 1, 0), host_id = NULL,
                 lease_expires_at = NULL, message = $3
          WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id",
@@ -279,13 +279,15 @@ async fn hand_back(
     .await?;
     let bisect = bisect
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
-    crate::scheduler::event(
-        &state.db,
-        bisect,
-        "handed_back",
-        &format!("A worker handed task {id} back to the queue.\n{message}"),
-    )
-    .await?;
+    if let Some(bisect) = bisect {
+        crate::scheduler::event(
+            &state.db,
+            bisect,
+            "handed_back",
+            &format!("A worker handed task {id} back to the queue.\n{message}"),
+        )
+        .await?;
+    }
     crate::queue::notify_queued(&state.db).await?;
     Ok(StatusCode::OK)
 }
@@ -307,7 +309,7 @@ async fn interrupted(
         .bind(host.host_id)
         .fetch_one(&state.db)
         .await?;
-    let requeued: Option<(i64, String)> = sqlx::query_as(
+    let requeued: Option<(Option<i64>, String)> = sqlx::query_as(
         "UPDATE tasks SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                 host_id = NULL, lease_expires_at = NULL,
                 finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
@@ -320,7 +322,7 @@ async fn interrupted(
     .bind(req.message.as_deref().unwrap_or("worker restarted"))
     .fetch_optional(&state.db)
     .await?;
-    let (bisect, task_state): (i64, String) = match &requeued {
+    let (bisect, task_state): (Option<i64>, String) = match &requeued {
         Some((bisect, new_state)) => (*bisect, new_state.clone()),
         None => sqlx::query_as("SELECT bisect_id, state FROM tasks WHERE id = $1")
             .bind(id)
@@ -345,7 +347,7 @@ async fn interrupted(
         )));
     }
     let ended = requeued.is_none() && !matches!(task_state.as_str(), "queued" | "running");
-    if !ended {
+    if !ended && let Some(bisect) = bisect {
         let what = match &requeued {
             Some(_) => format!("now {task_state}"),
             None => "already handed back to the queue".to_string(),
@@ -363,8 +365,14 @@ async fn interrupted(
     }
     if requeued.is_some() {
         crate::queue::notify_queued(&state.db).await?;
-        crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
+        if let Some(bisect) = bisect {
+            crate::store::wakeups::wake(
+                &state.db,
+                bisect,
+                crate::store::wakeups::Reason::TaskEnded,
+            )
             .await?;
+        }
     }
     Ok(Json(InterruptedReply {
         requeued: requeued.is_some(),

@@ -134,11 +134,16 @@ async fn claim(
     else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
+    // A task belongs to a bisect or to a watch (whose first metric every run must carry).
     let (url, spec, hash, metric): (String, serde_json::Value, String, String) = sqlx::query_as(
-        "SELECT r.url, j.spec, j.hash, b.metric FROM bisects b
-         JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id WHERE b.id = $1",
+        "SELECT r.url, j.spec, j.hash, o.metric FROM (
+             SELECT repository_id, job_spec_id, metric FROM bisects WHERE id = $1
+             UNION ALL
+             SELECT repository_id, job_spec_id, metrics -> 0 ->> 'name' FROM watches WHERE id = $2) o
+         JOIN repositories r ON r.id = o.repository_id JOIN job_specs j ON j.id = o.job_spec_id",
     )
     .bind(task.bisect_id)
+    .bind(task.watch_id)
     .fetch_one(&state.db)
     .await?;
     let job: JobSpec = serde_json::from_value(spec).map_err(anyhow::Error::from)?;
@@ -208,7 +213,7 @@ async fn heartbeat(
 
 #[derive(sqlx::FromRow)]
 struct UploadTarget {
-    bisect_id: i64,
+    bisect_id: Option<i64>,
     task_sha: String,
     pair_sha: Option<String>,
     runs: i32,
@@ -232,8 +237,9 @@ async fn upload_run(
     let started = std::time::Instant::now();
     let task: Option<UploadTarget> = sqlx::query_as(
         "SELECT t.bisect_id, t.sha AS task_sha, t.pair_sha, t.runs, t.state AS task_state,
-                t.host_id AS holder, b.metric FROM tasks t
-         JOIN bisects b ON b.id = t.bisect_id WHERE t.id = $1",
+                t.host_id AS holder, coalesce(b.metric, w.metrics -> 0 ->> 'name') AS metric FROM tasks t
+         LEFT JOIN bisects b ON b.id = t.bisect_id LEFT JOIN watches w ON w.id = t.watch_id
+         WHERE t.id = $1",
     )
     .bind(id)
     .fetch_optional(&state.db)
@@ -323,7 +329,9 @@ async fn upload_run(
         )));
     }
     // New evidence: the scheduler decides again, off this request's path.
-    if inserted.rows_affected() > 0 {
+    if inserted.rows_affected() > 0
+        && let Some(bisect_id) = bisect_id
+    {
         crate::store::wakeups::wake(
             &state.db,
             bisect_id,
@@ -361,11 +369,11 @@ async fn complete(
         TaskOutcome::BuildFailed => "'build_failed'",
         TaskOutcome::Error => "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END",
     };
-    let bisect: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+    let owner: Option<(Option<i64>, Option<i64>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE tasks SET state = {new_state}, message = $3, log_tail = $4, failed_sha = $5,
              finished_at = CASE WHEN {new_state} = 'queued' THEN NULL ELSE now() END,
              host_id = CASE WHEN {new_state} = 'queued' THEN NULL ELSE host_id END
-         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id"
+         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id, watch_id"
     )))
     .bind(id)
     .bind(host.host_id)
@@ -374,14 +382,19 @@ async fn complete(
     .bind(&req.failed_sha)
     .fetch_optional(&state.db)
     .await?;
-    let bisect = bisect
+    let (bisect, watch) = owner
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
     if req.outcome == TaskOutcome::Error {
         crate::queue::notify_queued(&state.db).await?;
     }
-    crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
-        .await?;
+    if let Some(bisect) = bisect {
+        crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
+            .await?;
+    }
     crate::metrics::observe_complete(started.elapsed());
+    if let Some(watch) = watch {
+        crate::watch::task_finished(&state, watch).await;
+    }
     Ok(StatusCode::OK)
 }
 

@@ -22,6 +22,11 @@ const ASSETS: &[Asset] = &[
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../../web/static/dashboard.js"),
     },
+    Asset {
+        name: "watches.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../../web/static/watches.js"),
+    },
 ];
 
 pub async fn serve(Path(name): Path<String>) -> Response {

@@ -5,7 +5,7 @@
 //!
 //! Pages: `/bisects` (list), `/bisects/{id}` (one bisect; `/bisects/{id}/live` is its live
 //! part), `/submit`, `/hosts`, `/queue`, `/tasks/{id}` (one task's runs, logs and
-//! environments); `/` leads to the list.
+//! environments), `/watches`, `/watches/{id}`; `/` leads to the list.
 
 mod assets;
 mod detail;
@@ -15,8 +15,10 @@ mod hosts;
 mod list;
 mod plot;
 mod queue;
+mod series_plot;
 mod submit;
 mod task;
+mod watches;
 
 use crate::AppState;
 use axum::Router;
@@ -33,5 +35,7 @@ pub fn routes() -> Router<AppState> {
         .route("/hosts", get(hosts::page))
         .route("/queue", get(queue::page))
         .route("/tasks/{id}", get(task::page))
+        .route("/watches", get(watches::list))
+        .route("/watches/{id}", get(watches::detail))
         .route("/static/{name}", get(assets::serve))
 }

@@ -17,7 +17,8 @@ const MAX_LISTED: i64 = 500;
 #[derive(sqlx::FromRow)]
 struct TaskRow {
     id: i64,
-    bisect_id: i64,
+    bisect_id: Option<i64>,
+    watch_id: Option<i64>,
     sha: String,
     pair_sha: Option<String>,
     host_group: String,
@@ -32,7 +33,9 @@ struct TaskRow {
 
 pub struct TaskView {
     pub id: i64,
-    pub bisect_id: i64,
+    /// The bisect or the watch the task measures for: its page and its label.
+    pub owner_href: String,
+    pub owner: String,
     pub commits: String,
     pub phase: String,
     pub state: String,
@@ -63,7 +66,7 @@ struct QueuePage {
 
 pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageError> {
     let tasks: Vec<TaskRow> = sqlx::query_as(
-        "SELECT t.id, t.bisect_id, t.sha, t.pair_sha, t.host_group, t.phase, t.state, t.runs,
+        "SELECT t.id, t.bisect_id, t.watch_id, t.sha, t.pair_sha, t.host_group, t.phase, t.state, t.runs,
                 t.attempts, t.created_at, t.started_at, h.name AS host
          FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id
          WHERE t.state IN ('queued', 'running')
@@ -113,7 +116,14 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
         }
         g.tasks.push(TaskView {
             id: t.id,
-            bisect_id: t.bisect_id,
+            owner_href: match (t.bisect_id, t.watch_id) {
+                (Some(b), _) => format!("/bisects/{b}"),
+                (None, w) => format!("/watches/{}", w.unwrap_or_default()),
+            },
+            owner: match (t.bisect_id, t.watch_id) {
+                (Some(b), _) => format!("#{b}"),
+                (None, w) => format!("watch #{}", w.unwrap_or_default()),
+            },
             commits,
             phase: t.phase,
             state: t.state,

@@ -1,0 +1,148 @@
+//! The robot's whole loop with real processes and nobody submitting: a generated repository
+//! pushed to over time, a watch on its main branch, a server and two workers. Two planted
+//! changes (the second inside a merged topic branch) are detected in the series, each opens
+//! one bisect by itself, and each bisect finds its planted commit.
+
+mod common;
+
+use common::Lab;
+use perfbisect_cli::example;
+use perfbisect_cli::watch_example::{self, WatchHistoryOptions};
+use perfbisect_wire::api::status_is_final;
+use perfbisect_wire::watch::{CreateWatch, WatchMetric};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_watch_finds_and_bisects_two_changes_by_itself() {
+    let lab = Lab::new().await;
+    let _server = lab.server(30).await;
+    let _w1 = lab.worker("w1");
+    let _w2 = lab.worker("w2");
+    let history = watch_example::generate(
+        &lab.path().join("watched.git"),
+        &WatchHistoryOptions::default(),
+    )
+    .unwrap();
+    lab.api
+        .add_repository("watched", &history.path.display().to_string())
+        .await
+        .unwrap();
+    let watch = lab
+        .api
+        .create_watch(&CreateWatch {
+            name: "main".into(),
+            repository: "watched".into(),
+            branch: "main".into(),
+            job: example::JOB_YAML.into(),
+            metrics: vec![WatchMetric {
+                name: example::METRIC.into(),
+                direction: "either".into(),
+                threshold_pct: 3.0,
+            }],
+            host_group: None,
+            // Pushes arrive through the webhook; the poll only finds the first head.
+            cadence_secs: Some(3600),
+            runs_per_head: Some(3),
+            sample_commits: Some(1),
+            backfill: Some(5),
+            recipients: vec!["team@example.org".into()],
+        })
+        .await
+        .unwrap();
+
+    // The server's own poll notices the branch: its head and 5 ancestors.
+    let start = Instant::now();
+    while lab.api.watch(watch.id).await.unwrap().heads < 6 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the first poll never came:\n{}",
+            lab.log("server")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Then the pushes, one at a time, each announced by the webhook: a sample and the head.
+    for k in 1..history.pushes.len() {
+        history.push(k).unwrap();
+        let polled = lab.api.push_watch(watch.id).await.unwrap();
+        assert_eq!(polled.queued.len(), 2, "push {k}: {polled:?}");
+        assert_eq!(polled.queued[1], history.pushes[k]);
+    }
+
+    // Wait for two bisects opened by the watch to end.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let changes = loop {
+        let changes = lab.api.changes(Some(watch.id), false).await.unwrap();
+        let opened: Vec<_> = changes.iter().filter(|c| c.bisect_id.is_some()).collect();
+        if opened.len() >= 2
+            && opened
+                .iter()
+                .all(|c| c.bisect_status.as_deref().is_some_and(status_is_final))
+        {
+            break changes;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the two changes were not bisected in time: {changes:#?}\n{}",
+            lab.log("server")
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(
+        changes.len(),
+        2,
+        "exactly the two planted changes: {changes:#?}"
+    );
+    // Newest first: the second change, then the first.
+    let (second, first) = (&changes[0], &changes[1]);
+    assert!(
+        first.change_pct > 6.0 && first.change_pct < 10.0,
+        "{first:?}"
+    );
+    assert!(
+        second.change_pct < -5.0 && second.change_pct > -9.0,
+        "{second:?}"
+    );
+    for (c, planted) in [
+        (first, &history.first_planted),
+        (second, &history.second_planted),
+    ] {
+        assert_eq!(c.action, "bisecting", "{c:?}");
+        let b = lab.api.bisect(c.bisect_id.unwrap()).await.unwrap();
+        assert_eq!(b.status, "found", "{b:#?}\n{}", lab.log("server"));
+        assert_eq!(
+            b.culprit.as_ref().unwrap().commit.sha,
+            *planted,
+            "bisect {} blamed the wrong commit",
+            b.id
+        );
+        assert_eq!(b.good.sha, c.before_sha);
+        assert_eq!(b.bad.sha, c.after_sha);
+        // The report says a watch found it.
+        let report = reqwest::get(format!("{}/api/v1/bisects/{}/report", lab.api.base(), b.id))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(report.contains("FYI, we noticed"), "{report}");
+        assert!(
+            report.contains("found by watching main (watch main)"),
+            "{report}"
+        );
+    }
+    // The second change came in through a merge: the planted commit was never a measured
+    // head, and the bisect went inside the topic branch to find it.
+    let series = lab.api.series(watch.id).await.unwrap();
+    let measured: HashSet<&str> = series[0].points.iter().map(|p| p.sha.as_str()).collect();
+    assert!(!measured.contains(history.second_planted.as_str()));
+    // No bisect was opened twice.
+    let all = lab.api.list(None).await.unwrap();
+    assert_eq!(all.total, 2, "{:#?}", all.bisects);
+    let ranges: HashSet<(String, String)> = all
+        .bisects
+        .iter()
+        .map(|b| (b.good.clone(), b.bad.clone()))
+        .collect();
+    assert_eq!(ranges.len(), 2);
+}

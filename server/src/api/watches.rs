@@ -1,0 +1,540 @@
+//! Watches: create, change, list; the push webhook; series and change points.
+
+use super::ApiJson;
+use crate::AppState;
+use crate::auth::ApiUser;
+use crate::error::{ApiError, ApiResult};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::watch::{
+    ChangePoint, CreateWatch, PollResult, PushEvent, Series, UpdateWatch, Watch, WatchMetric,
+};
+use perfbisect_wire::{JobSpec, JobSpecError};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_watch, list_watches))
+        .routes(routes!(get_watch, update_watch))
+        .routes(routes!(push_webhook))
+        .routes(routes!(watch_series))
+        .routes(routes!(watch_changes))
+        .routes(routes!(list_changes))
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+fn check_branch(b: &str) -> ApiResult<()> {
+    if b.is_empty() || b.len() > 200 || b.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ApiError::bad(
+            "branch",
+            "must be a branch name or a glob over branch names (`main`, `release-*`)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_metrics(metrics: &[WatchMetric]) -> ApiResult<()> {
+    if metrics.is_empty() {
+        return Err(ApiError::bad("metrics", "must name at least one metric"));
+    }
+    for (i, m) in metrics.iter().enumerate() {
+        if m.name.is_empty()
+            || m.name.len() > 200
+            || m.name.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(ApiError::bad(
+                &format!("metrics[{i}].name"),
+                "must be a metric name such as `fio.write_iops` (no spaces)",
+            ));
+        }
+        if !["increase", "decrease", "either"].contains(&m.direction.as_str()) {
+            return Err(ApiError::bad(
+                &format!("metrics[{i}].direction"),
+                format!(
+                    "`{}` is not `increase`, `decrease` or `either`",
+                    m.direction
+                ),
+            ));
+        }
+        if !(m.threshold_pct.is_finite() && (0.0..1000.0).contains(&m.threshold_pct)) {
+            return Err(ApiError::bad(
+                &format!("metrics[{i}].threshold_pct"),
+                "must be a percentage between 0 and 1000",
+            ));
+        }
+        if metrics[..i].iter().any(|o| o.name == m.name) {
+            return Err(ApiError::bad(
+                &format!("metrics[{i}].name"),
+                format!("`{}` is listed twice", m.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_recipients(recipients: &[String]) -> ApiResult<()> {
+    for (i, addr) in recipients.iter().enumerate() {
+        let ok = addr
+            .split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !addr.contains(' '));
+        if !ok {
+            return Err(ApiError::bad(
+                &format!("recipients[{i}]"),
+                format!("`{addr}` is not an email address"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_range(field: &str, value: Option<u32>, lo: u32, hi: u32) -> ApiResult<()> {
+    match value {
+        Some(v) if !(lo..=hi).contains(&v) => Err(ApiError::bad(
+            field,
+            format!("must be between {lo} and {hi}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_host_group(g: &Option<String>) -> ApiResult<()> {
+    match g {
+        Some(g) if !valid_name(g) => Err(ApiError::bad(
+            "host_group",
+            "must be 1-100 characters of letters, digits, '-', '_', '.'",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Create a watch: the server polls the branch, measures every new head, detects changes
+/// and bisects them.
+#[utoipa::path(post, path = "/api/v1/watches", tag = "watches", request_body = CreateWatch,
+    responses((status = 201, body = Watch), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn create_watch(
+    State(state): State<AppState>,
+    user: ApiUser,
+    ApiJson(req): ApiJson<CreateWatch>,
+) -> ApiResult<(StatusCode, Json<Watch>)> {
+    if !valid_name(&req.name) {
+        return Err(ApiError::bad(
+            "name",
+            "must be 1-100 characters of letters, digits, '-', '_', '.'",
+        ));
+    }
+    check_branch(&req.branch)?;
+    check_metrics(&req.metrics)?;
+    check_recipients(&req.recipients)?;
+    check_host_group(&req.host_group)?;
+    check_range("cadence_secs", req.cadence_secs, 1, 7 * 86_400)?;
+    check_range("runs_per_head", req.runs_per_head, 1, 100)?;
+    check_range("sample_commits", req.sample_commits, 0, 100)?;
+    check_range("backfill", req.backfill, 0, 1000)?;
+    let spec = JobSpec::from_yaml(&req.job).map_err(|e| match &e {
+        JobSpecError::Syntax(_) => ApiError::bad("job", e.to_string()),
+        JobSpecError::Invalid { key, .. } => ApiError::bad(&format!("job.{key}"), e.to_string()),
+    })?;
+    super::kconfigs::check_job(&state, &spec).await?;
+    let repo: Option<i64> = sqlx::query_scalar("SELECT id FROM repositories WHERE name = $1")
+        .bind(&req.repository)
+        .fetch_optional(&state.db)
+        .await?;
+    let repo_id = repo.ok_or_else(|| {
+        ApiError::unprocessable(
+            "repository",
+            format!("no repository named `{}` is registered", req.repository),
+        )
+    })?;
+    let mut tx = state.db.begin().await?;
+    let job_id: i64 = sqlx::query_scalar(
+        "INSERT INTO job_specs (hash, spec, yaml, testcase, tbox_group) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
+    )
+    .bind(spec.hash())
+    .bind(serde_json::to_value(&spec).map_err(anyhow::Error::from)?)
+    .bind(&req.job)
+    .bind(&spec.testcase)
+    .bind(&spec.tbox_group)
+    .fetch_one(&mut *tx)
+    .await?;
+    let id: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO watches (name, repository_id, ref_pattern, job_spec_id, metrics, host_group,
+             cadence_secs, runs_per_head, sample_commits, backfill, recipients, created_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         ON CONFLICT (name) DO NOTHING RETURNING id",
+    )
+    .bind(&req.name)
+    .bind(repo_id)
+    .bind(&req.branch)
+    .bind(job_id)
+    .bind(serde_json::to_value(&req.metrics).map_err(anyhow::Error::from)?)
+    .bind(req.host_group.as_deref().unwrap_or(&spec.tbox_group))
+    .bind(req.cadence_secs.unwrap_or(300) as i32)
+    .bind(req.runs_per_head.unwrap_or(5) as i32)
+    .bind(req.sample_commits.unwrap_or(0) as i32)
+    .bind(req.backfill.unwrap_or(0) as i32)
+    .bind(serde_json::json!(req.recipients))
+    .bind(user.token_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let id = id.ok_or_else(|| {
+        ApiError::Conflict(format!("a watch named `{}` already exists", req.name))
+    })?;
+    tx.commit().await?;
+    tracing::info!(watch = id, name = req.name, "watch created");
+    Ok((StatusCode::CREATED, Json(load_watch(&state, id).await?)))
+}
+
+/// Change a watch; fields left out stay as they are. Its series and changes are kept.
+#[utoipa::path(patch, path = "/api/v1/watches/{id}", tag = "watches", request_body = UpdateWatch,
+    params(("id" = i64, Path, description = "Watch id")),
+    responses((status = 200, body = Watch), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn update_watch(
+    State(state): State<AppState>,
+    _user: ApiUser,
+    Path(id): Path<i64>,
+    ApiJson(req): ApiJson<UpdateWatch>,
+) -> ApiResult<Json<Watch>> {
+    if let Some(b) = &req.branch {
+        check_branch(b)?;
+    }
+    if let Some(m) = &req.metrics {
+        check_metrics(m)?;
+    }
+    if let Some(r) = &req.recipients {
+        check_recipients(r)?;
+    }
+    check_host_group(&req.host_group)?;
+    check_range("cadence_secs", req.cadence_secs, 1, 7 * 86_400)?;
+    check_range("runs_per_head", req.runs_per_head, 1, 100)?;
+    check_range("sample_commits", req.sample_commits, 0, 100)?;
+    let metrics = match &req.metrics {
+        Some(m) => Some(serde_json::to_value(m).map_err(anyhow::Error::from)?),
+        None => None,
+    };
+    let updated = sqlx::query(
+        "UPDATE watches SET ref_pattern = coalesce($2, ref_pattern), metrics = coalesce($3, metrics),
+             host_group = coalesce($4, host_group), cadence_secs = coalesce($5, cadence_secs),
+             runs_per_head = coalesce($6, runs_per_head), sample_commits = coalesce($7, sample_commits),
+             recipients = coalesce($8, recipients), enabled = coalesce($9, enabled), updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(&req.branch)
+    .bind(metrics)
+    .bind(&req.host_group)
+    .bind(req.cadence_secs.map(|v| v as i32))
+    .bind(req.runs_per_head.map(|v| v as i32))
+    .bind(req.sample_commits.map(|v| v as i32))
+    .bind(req.recipients.as_ref().map(|r| serde_json::json!(r)))
+    .bind(req.enabled)
+    .execute(&state.db)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Err(ApiError::NotFound(format!("no watch with id {id}")));
+    }
+    Ok(Json(load_watch(&state, id).await?))
+}
+
+/// Every watch.
+#[utoipa::path(get, path = "/api/v1/watches", tag = "watches",
+    responses((status = 200, body = [Watch])))]
+async fn list_watches(State(state): State<AppState>) -> ApiResult<Json<Vec<Watch>>> {
+    Ok(Json(load_watches(&state, None).await?))
+}
+
+/// One watch.
+#[utoipa::path(get, path = "/api/v1/watches/{id}", tag = "watches",
+    params(("id" = i64, Path, description = "Watch id")),
+    responses((status = 200, body = Watch), (status = 404, body = ErrorBody)))]
+async fn get_watch(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<Json<Watch>> {
+    Ok(Json(load_watch(&state, id).await?))
+}
+
+/// Push webhook: the repository was pushed to; fetch and measure the new heads now rather
+/// than at the next poll. Authenticated with an API token.
+#[utoipa::path(post, path = "/api/v1/watches/{id}/push", tag = "watches", request_body = PushEvent,
+    params(("id" = i64, Path, description = "Watch id")),
+    responses((status = 200, body = PollResult), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 422, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn push_webhook(
+    State(state): State<AppState>,
+    _user: ApiUser,
+    Path(id): Path<i64>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<PollResult>> {
+    // The body is optional (a bare POST will do) and only informational.
+    if !body.is_empty() {
+        let event: PushEvent = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad("body", format!("not a push event: {e}")))?;
+        tracing::info!(watch = id, r#ref = ?event.ref_name, after = ?event.after, "push webhook");
+    }
+    load_watch(&state, id).await?;
+    let queued = crate::watch::poll::poll(&state, id)
+        .await
+        .map_err(|e| ApiError::unprocessable("repository", format!("{e:#}")))?;
+    Ok(Json(PollResult { queued }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+struct SeriesQuery {
+    /// Only this metric (default: every metric of the watch).
+    metric: Option<String>,
+    /// Only this branch (default: every branch the watch measured).
+    branch: Option<String>,
+}
+
+/// The series of a watch: every measured commit with its runs and mean, and the change
+/// points found, per (branch, metric).
+#[utoipa::path(get, path = "/api/v1/watches/{id}/series", tag = "watches",
+    params(("id" = i64, Path, description = "Watch id"), SeriesQuery),
+    responses((status = 200, body = [Series]), (status = 404, body = ErrorBody)))]
+async fn watch_series(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    Query(q): Query<SeriesQuery>,
+) -> ApiResult<Json<Vec<Series>>> {
+    Ok(Json(
+        load_series(&state, id, q.branch.as_deref(), q.metric.as_deref()).await?,
+    ))
+}
+
+/// The change points found in a watch's series, newest first, with their bisects.
+#[utoipa::path(get, path = "/api/v1/watches/{id}/changes", tag = "watches",
+    params(("id" = i64, Path, description = "Watch id")),
+    responses((status = 200, body = [ChangePoint]), (status = 404, body = ErrorBody)))]
+async fn watch_changes(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<Vec<ChangePoint>>> {
+    load_watch(&state, id).await?;
+    Ok(Json(load_changes(&state, Some(id), false).await?))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+struct ChangesQuery {
+    /// Only open changes: bisecting (or a duplicate of one) and not finished.
+    #[serde(default)]
+    open: bool,
+}
+
+/// Change points of every watch, newest first.
+#[utoipa::path(get, path = "/api/v1/changes", tag = "watches", params(ChangesQuery),
+    responses((status = 200, body = [ChangePoint])))]
+async fn list_changes(
+    State(state): State<AppState>,
+    Query(q): Query<ChangesQuery>,
+) -> ApiResult<Json<Vec<ChangePoint>>> {
+    Ok(Json(load_changes(&state, None, q.open).await?))
+}
+
+#[derive(sqlx::FromRow)]
+struct WatchRow {
+    id: i64,
+    name: String,
+    repository: String,
+    branch: String,
+    testcase: String,
+    job_hash: String,
+    metrics: serde_json::Value,
+    host_group: String,
+    cadence_secs: i32,
+    runs_per_head: i32,
+    sample_commits: i32,
+    backfill: i32,
+    recipients: serde_json::Value,
+    enabled: bool,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    polled_at: Option<DateTime<Utc>>,
+    heads: i64,
+}
+
+impl WatchRow {
+    fn into_wire(self) -> Watch {
+        Watch {
+            id: self.id,
+            name: self.name,
+            repository: self.repository,
+            branch: self.branch,
+            testcase: self.testcase,
+            job_hash: self.job_hash,
+            metrics: serde_json::from_value(self.metrics).unwrap_or_default(),
+            host_group: self.host_group,
+            cadence_secs: self.cadence_secs as u32,
+            runs_per_head: self.runs_per_head as u32,
+            sample_commits: self.sample_commits as u32,
+            backfill: self.backfill as u32,
+            recipients: serde_json::from_value(self.recipients).unwrap_or_default(),
+            enabled: self.enabled,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            polled_at: self.polled_at,
+            heads: self.heads as u64,
+        }
+    }
+}
+
+async fn load_watches(state: &AppState, id: Option<i64>) -> ApiResult<Vec<Watch>> {
+    let rows: Vec<WatchRow> = sqlx::query_as(
+        "SELECT w.id, w.name, r.name AS repository, w.ref_pattern AS branch, j.testcase,
+                j.hash AS job_hash, w.metrics, w.host_group, w.cadence_secs, w.runs_per_head,
+                w.sample_commits, w.backfill, w.recipients, w.enabled, w.created_at, w.updated_at,
+                w.polled_at, (SELECT count(*) FROM watch_heads h WHERE h.watch_id = w.id) AS heads
+         FROM watches w JOIN repositories r ON r.id = w.repository_id
+         JOIN job_specs j ON j.id = w.job_spec_id
+         WHERE $1::bigint IS NULL OR w.id = $1 ORDER BY w.id",
+    )
+    .bind(id)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(rows.into_iter().map(WatchRow::into_wire).collect())
+}
+
+/// One watch as the API shows it; 404 when there is none.
+pub(crate) async fn load_watch(state: &AppState, id: i64) -> ApiResult<Watch> {
+    load_watches(state, Some(id))
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::NotFound(format!("no watch with id {id}")))
+}
+
+/// Every watch, for the dashboard.
+pub(crate) async fn all_watches(state: &AppState) -> ApiResult<Vec<Watch>> {
+    load_watches(state, None).await
+}
+
+/// The series of a watch per (branch, metric), with their change points.
+pub(crate) async fn load_series(
+    state: &AppState,
+    id: i64,
+    branch: Option<&str>,
+    metric: Option<&str>,
+) -> ApiResult<Vec<Series>> {
+    let watch = load_watch(state, id).await?;
+    let changes = load_changes(state, Some(id), false).await?;
+    let mut out = Vec::new();
+    for b in crate::watch::series::branches(&state.db, id).await? {
+        if branch.is_some_and(|want| want != b) {
+            continue;
+        }
+        for m in &watch.metrics {
+            if metric.is_some_and(|want| want != m.name) {
+                continue;
+            }
+            let points = crate::watch::series::load(&state.db, id, &b, &m.name, 0).await?;
+            out.push(Series {
+                watch_id: id,
+                branch: b.clone(),
+                metric: m.name.clone(),
+                points: points.iter().map(|p| p.to_wire()).collect(),
+                changes: changes
+                    .iter()
+                    .filter(|c| c.branch == b && c.metric == m.name)
+                    .cloned()
+                    .collect(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[derive(sqlx::FromRow)]
+struct ChangeRow {
+    id: i64,
+    watch_id: i64,
+    watch: String,
+    branch: String,
+    metric: String,
+    before_sha: String,
+    before_seq: i32,
+    after_sha: String,
+    after_seq: i32,
+    detected_seq: i32,
+    detection: serde_json::Value,
+    relative: f64,
+    confidence: f64,
+    action: String,
+    bisect_id: Option<i64>,
+    bisect_status: Option<String>,
+    culprit_sha: Option<String>,
+    message: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+/// Change points, newest first: of one watch or of all; `open` keeps those whose bisect is
+/// to be opened or still running.
+pub(crate) async fn load_changes(
+    state: &AppState,
+    watch: Option<i64>,
+    open: bool,
+) -> ApiResult<Vec<ChangePoint>> {
+    let rows: Vec<ChangeRow> = sqlx::query_as(
+        "SELECT c.id, c.watch_id, w.name AS watch, c.ref_name AS branch, c.metric,
+                hb.sha AS before_sha, hb.seq AS before_seq, ha.sha AS after_sha, ha.seq AS after_seq,
+                hd.seq AS detected_seq, c.detection, c.relative, c.confidence, c.action, c.bisect_id,
+                b.status AS bisect_status, b.culprit_sha, c.message, c.created_at
+         FROM watch_changes c JOIN watches w ON w.id = c.watch_id
+         JOIN watch_heads hb ON hb.id = c.before_head_id
+         JOIN watch_heads ha ON ha.id = c.after_head_id
+         JOIN watch_heads hd ON hd.id = c.detected_head_id
+         LEFT JOIN bisects b ON b.id = c.bisect_id
+         WHERE ($1::bigint IS NULL OR c.watch_id = $1)
+           AND (NOT $2 OR (c.action IN ('bisecting', 'duplicate') AND (b.status IS NULL OR
+                b.status NOT IN ('found', 'not_reproduced', 'inconclusive', 'failed', 'cancelled'))))
+         ORDER BY c.id DESC",
+    )
+    .bind(watch)
+    .bind(open)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let level = |k: &str| {
+                r.detection
+                    .get(k)
+                    .and_then(|v| v.as_f64())
+                    .unwrap_or(f64::NAN)
+            };
+            ChangePoint {
+                id: r.id,
+                watch_id: r.watch_id,
+                watch: r.watch.clone(),
+                branch: r.branch.clone(),
+                metric: r.metric.clone(),
+                before_sha: r.before_sha.clone(),
+                before_seq: r.before_seq,
+                after_sha: r.after_sha.clone(),
+                after_seq: r.after_seq,
+                detected_seq: r.detected_seq,
+                before: level("before"),
+                after: level("after"),
+                change_pct: r.relative * 100.0,
+                confidence: r.confidence,
+                action: r.action.clone(),
+                bisect_id: r.bisect_id,
+                bisect_status: r.bisect_status.clone(),
+                culprit_sha: r.culprit_sha.clone(),
+                message: r.message.clone(),
+                created_at: r.created_at,
+            }
+        })
+        .collect())
+}

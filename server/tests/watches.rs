@@ -1,0 +1,414 @@
+//! Watches in process: the real router, PostgreSQL and git repositories; the worker side
+//! through the real worker protocol. A branch is pushed to, its heads are measured, a step
+//! is detected and opens one bisect, linked to the change, once for the metrics and watches
+//! that see the same range.
+
+mod common;
+
+use axum::http::StatusCode;
+use common::{ENROLL, Fixture, JOB, TOKEN, call, git, with_repo};
+use serde_json::{Value, json};
+
+/// The value of each metric at commit number `i` of main (c1 = 1): a 10% step at c10, a
+/// deterministic wobble of ±0.5%.
+fn level(i: usize) -> f64 {
+    let wobble = [0.3, -0.4, 0.5, -0.1, 0.2, -0.5, 0.0, 0.4, -0.3, 0.1][i % 10];
+    let base = if i >= 10 { 110.0 } else { 100.0 };
+    base * (1.0 + wobble / 100.0)
+}
+
+fn watch_body(name: &str) -> Value {
+    json!({
+        "name": name, "repository": "r", "branch": "main", "job": JOB,
+        "metrics": [
+            {"name": "t.x", "direction": "either", "threshold_pct": 2.0},
+            {"name": "t.y", "threshold_pct": 2.0}
+        ],
+        "runs_per_head": 2, "backfill": 4, "cadence_secs": 3600,
+        "recipients": ["team@example.org"]
+    })
+}
+
+async fn worker(f: &Fixture) -> String {
+    let (s, reg) = call(
+        f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h1", "host_group": "g"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{reg}");
+    reg["token"].as_str().unwrap().to_string()
+}
+
+/// Measures every queued watch task (bisect tasks are left alone): each run reports both
+/// metrics at the commit's level. Returns the shas measured.
+async fn measure_all(f: &Fixture, wt: &str, subjects: &dyn Fn(&str) -> usize) -> Vec<String> {
+    let mut done = Vec::new();
+    loop {
+        let pending: Option<(i64,)> = sqlx::query_as(
+            "SELECT id FROM tasks WHERE watch_id IS NOT NULL AND state = 'queued' LIMIT 1",
+        )
+        .fetch_optional(&f.state.db)
+        .await
+        .unwrap();
+        if pending.is_none() {
+            return done;
+        }
+        let (s, task) = call(
+            f,
+            "POST",
+            "/api/v1/worker/claim",
+            Some(wt),
+            Some(json!({"wait_secs": 0})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{task}");
+        assert_eq!(
+            task["bisect_id"],
+            json!(0),
+            "a bisect task came before the watch's: {task}"
+        );
+        assert_eq!(task["metric"], json!("t.x"));
+        let tid = task["task_id"].as_i64().unwrap();
+        let sha = task["sha"].as_str().unwrap().to_string();
+        let v = level(subjects(&sha));
+        let now = chrono::Utc::now().to_rfc3339();
+        for it in 0..task["runs"].as_u64().unwrap() {
+            let (s, body) = call(
+                f,
+                "POST",
+                &format!("/api/v1/worker/tasks/{tid}/runs"),
+                Some(wt),
+                Some(json!({"iteration": it, "completed": true,
+                    "metrics": {"t.x": v, "t.y": v * 2.0}, "started_at": now, "finished_at": now})),
+            )
+            .await;
+            assert_eq!(s, StatusCode::CREATED, "{body}");
+        }
+        let (s, body) = call(
+            f,
+            "POST",
+            &format!("/api/v1/worker/tasks/{tid}/complete"),
+            Some(wt),
+            Some(json!({"outcome": "done"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{body}");
+        done.push(sha);
+    }
+}
+
+fn commit(repo: &std::path::Path, i: usize) -> String {
+    std::fs::write(repo.join("f"), format!("{i}\n")).unwrap();
+    git(repo, &["commit", "-q", "-am", &format!("c{i}")]);
+    git(repo, &["rev-parse", "HEAD"])
+}
+
+#[tokio::test]
+async fn bad_watches_are_refused_naming_the_field() {
+    let f = with_repo().await;
+    let cases = [
+        ("name", json!("has space"), StatusCode::BAD_REQUEST, "name"),
+        ("metrics", json!([]), StatusCode::BAD_REQUEST, "metrics"),
+        (
+            "metrics",
+            json!([{"name": "t.x", "direction": "up"}]),
+            StatusCode::BAD_REQUEST,
+            "metrics[0].direction",
+        ),
+        (
+            "metrics",
+            json!([{"name": "t.x", "threshold_pct": -1.0}]),
+            StatusCode::BAD_REQUEST,
+            "metrics[0].threshold_pct",
+        ),
+        (
+            "runs_per_head",
+            json!(0),
+            StatusCode::BAD_REQUEST,
+            "runs_per_head",
+        ),
+        (
+            "recipients",
+            json!(["nobody"]),
+            StatusCode::BAD_REQUEST,
+            "recipients[0]",
+        ),
+        (
+            "job",
+            json!("testcase: [unclosed"),
+            StatusCode::BAD_REQUEST,
+            "job",
+        ),
+        (
+            "repository",
+            json!("nope"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "repository",
+        ),
+    ];
+    for (key, value, status, field) in cases {
+        let mut body = watch_body("w");
+        body[key] = value;
+        let (s, v) = call(&f, "POST", "/api/v1/watches", Some(TOKEN), Some(body)).await;
+        assert_eq!(s, status, "{key}: {v}");
+        assert_eq!(v["error"]["field"], json!(field), "{key}: {v}");
+    }
+    let (s, _) = call(&f, "POST", "/api/v1/watches", None, Some(watch_body("w"))).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM watches")
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "a refused watch was stored");
+    let (s, _) = call(
+        &f,
+        "POST",
+        "/api/v1/watches",
+        Some(TOKEN),
+        Some(watch_body("w")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/watches",
+        Some(TOKEN),
+        Some(watch_body("w")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    // A change keeps what it does not name.
+    let (s, v) = call(
+        &f,
+        "PATCH",
+        "/api/v1/watches/1",
+        Some(TOKEN),
+        Some(json!({"cadence_secs": 60, "recipients": ["a@example.org"]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["cadence_secs"], json!(60));
+    assert_eq!(v["recipients"], json!(["a@example.org"]));
+    assert_eq!(v["runs_per_head"], json!(2));
+    assert_eq!(v["metrics"].as_array().unwrap().len(), 2);
+    let (s, v) = call(
+        &f,
+        "PATCH",
+        "/api/v1/watches/1",
+        Some(TOKEN),
+        Some(json!({"cadence_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["field"], json!("cadence_secs"));
+    let (s, _) = call(
+        &f,
+        "PATCH",
+        "/api/v1/watches/99",
+        Some(TOKEN),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
+    let f = with_repo().await;
+    // The fixture's main has c1..c5.
+    let mut shas: Vec<String> = git(&f.repo, &["rev-list", "--reverse", "main"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(shas.len(), 5);
+    let (s, w) = call(
+        &f,
+        "POST",
+        "/api/v1/watches",
+        Some(TOKEN),
+        Some(watch_body("main-watch")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{w}");
+    let id = w["id"].as_i64().unwrap();
+    // A second watch of the same branch and job: its change must not open a second bisect.
+    let mut other = watch_body("other-watch");
+    other["metrics"] = json!([{"name": "t.x"}]);
+    let (s, w2) = call(&f, "POST", "/api/v1/watches", Some(TOKEN), Some(other)).await;
+    assert_eq!(s, StatusCode::CREATED, "{w2}");
+    let id2 = w2["id"].as_i64().unwrap();
+    let wt = worker(&f).await;
+
+    // First sight: the head and its 4 first-parent ancestors (backfill).
+    let (s, polled) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/watches/{id}/push"),
+        Some(TOKEN),
+        Some(json!({"ref": "refs/heads/main"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{polled}");
+    assert_eq!(polled["queued"], json!(shas));
+    let (s, _) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/watches/{id2}/push"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/watches/{id}/push"),
+        Some(TOKEN),
+        Some(json!("not an event")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+
+    let index_of = |all: &[String]| {
+        let all = all.to_vec();
+        move |sha: &str| all.iter().position(|s| s == sha).unwrap() + 1
+    };
+    for i in 6..=14 {
+        shas.push(commit(&f.repo, i));
+    }
+    let idx = index_of(&shas);
+    measure_all(&f, &wt, &idx).await;
+    // Pushes one commit at a time: each head measured in turn.
+    let mut repo_head = 5;
+    let mut found = None;
+    while repo_head < 14 {
+        repo_head += 1;
+        // The watched branch is `main`: move it to the next commit, as a push would.
+        git(
+            &f.repo,
+            &["update-ref", "refs/heads/main", &shas[repo_head - 1]],
+        );
+        for w in [id, id2] {
+            let (s, polled) = call(
+                &f,
+                "POST",
+                &format!("/api/v1/watches/{w}/push"),
+                Some(TOKEN),
+                None,
+            )
+            .await;
+            assert_eq!(s, StatusCode::OK, "{polled}");
+            assert_eq!(polled["queued"], json!([shas[repo_head - 1]]));
+        }
+        measure_all(&f, &wt, &idx).await;
+        let (_, changes) = call(&f, "GET", "/api/v1/changes", None, None).await;
+        if !changes.as_array().unwrap().is_empty() {
+            found = Some((repo_head, changes));
+            break;
+        }
+    }
+    let (head, changes) = found.expect("the 10% step at c10 was never detected");
+    assert!(head <= 10 + 4, "detected only at c{head}");
+    let changes = changes.as_array().unwrap();
+    // Three series changed at once (t.x and t.y of the first watch, t.x of the second).
+    assert_eq!(changes.len(), 3, "{changes:#?}");
+    for c in changes {
+        assert_eq!(c["before_sha"], json!(shas[8]), "{c}");
+        assert_eq!(c["after_sha"], json!(shas[9]), "{c}");
+        assert!(
+            (c["change_pct"].as_f64().unwrap() - 10.0).abs() < 1.5,
+            "{c}"
+        );
+        assert!(c["confidence"].as_f64().unwrap() > 0.99, "{c}");
+    }
+    let bisects: Vec<i64> = changes
+        .iter()
+        .map(|c| c["bisect_id"].as_i64().expect("linked"))
+        .collect();
+    assert!(bisects.iter().all(|b| *b == bisects[0]), "{changes:#?}");
+    let actions: Vec<&str> = changes
+        .iter()
+        .map(|c| c["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "bisecting").count(),
+        1,
+        "{actions:?}"
+    );
+    assert_eq!(
+        actions.iter().filter(|a| **a == "duplicate").count(),
+        2,
+        "{actions:?}"
+    );
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM bisects")
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "the same change was bisected more than once");
+    // The bisect is an ordinary one, between the heads around the change, mailed to the
+    // watch's recipients.
+    let (s, b) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/bisects/{}", bisects[0]),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["good"]["sha"], json!(shas[8]));
+    assert_eq!(b["bad"]["sha"], json!(shas[9]));
+    let notify: Value = sqlx::query_scalar("SELECT notify FROM bisects WHERE id = $1")
+        .bind(bisects[0])
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(notify, json!(["team@example.org"]));
+    // Open changes list it while the bisect runs.
+    let (_, open) = call(&f, "GET", "/api/v1/changes?open=true", None, None).await;
+    assert_eq!(open.as_array().unwrap().len(), 3);
+
+    // The series: every head with its runs and mean, and the change point.
+    let (s, series) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/watches/{id}/series?metric=t.x"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{series}");
+    let series = series.as_array().unwrap();
+    assert_eq!(series.len(), 1);
+    let points = series[0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), head);
+    assert_eq!(points[0]["kind"], json!("backfill"));
+    assert_eq!(points[4]["kind"], json!("head"));
+    assert_eq!(points[9]["runs"].as_array().unwrap().len(), 2);
+    assert!((points[9]["mean"].as_f64().unwrap() - level(10)).abs() < 1e-9);
+    assert_eq!(series[0]["changes"].as_array().unwrap().len(), 1);
+
+    // Later pushes queue their heads as before.
+    for i in head + 1..=14 {
+        git(&f.repo, &["update-ref", "refs/heads/main", &shas[i - 1]]);
+        call(
+            &f,
+            "POST",
+            &format!("/api/v1/watches/{id}/push"),
+            Some(TOKEN),
+            None,
+        )
+        .await;
+    }
+    let measured: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tasks WHERE watch_id = $1 AND state = 'queued'")
+            .bind(id)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap();
+    assert_eq!(measured as usize, 14 - head);
+}
