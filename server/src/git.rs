@@ -212,8 +212,8 @@ pub fn range(
                 .collect(),
             first_parent_outside: c.parent_id(0).is_ok_and(|p| !index.contains_key(&p))
                 && c.parent_ids().any(|p| index.contains_key(&p)),
-            subject: summary(&c),
-            author: author(&c),
+            subject: summary(c),
+            author: author(c),
         });
     }
     // libgit2's topological order puts bad last when walking from bad alone; keep it an invariant.
