@@ -163,13 +163,20 @@ pub fn range(
         rev: bad_rev.into(),
     })?;
     let mut note = None;
-    if good == bad || repo.graph_descendant_of(good, bad)? {
+    // One walk answers the usual case: `bad ^good` is empty exactly when bad is good or one
+    // of its ancestors, and good is an ancestor of bad exactly when some commit of the walk
+    // has good as a parent. (libgit2's descendant checks would walk the range twice more.)
+    let walked = walk_range(repo, bad, good)?;
+    if walked.is_empty() {
         return Err(RangeError::Empty {
             good: good_rev.into(),
             bad: bad_rev.into(),
         });
     }
-    if !repo.graph_descendant_of(bad, good)? {
+    let good_is_ancestor = walked
+        .iter()
+        .any(|(_, c)| c.parent_ids().any(|p| p == good));
+    if !good_is_ancestor {
         let base = repo
             .merge_base(good, bad)
             .map_err(|_| RangeError::Unrelated {
@@ -191,15 +198,18 @@ pub fn range(
         ));
         good = base;
     }
-    let mut walk = repo.revwalk()?;
-    walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)?;
-    walk.push(bad)?;
-    walk.hide(good)?;
-    let oids: Vec<Oid> = walk.collect::<Result<_, _>>()?;
-    let index: HashMap<Oid, usize> = oids.iter().enumerate().map(|(i, o)| (*o, i)).collect();
-    let mut candidates = Vec::with_capacity(oids.len());
-    for oid in &oids {
-        let c = repo.find_commit(*oid)?;
+    let walked = if good_is_ancestor {
+        walked
+    } else {
+        walk_range(repo, bad, good)?
+    };
+    let index: HashMap<Oid, usize> = walked
+        .iter()
+        .enumerate()
+        .map(|(i, (o, _))| (*o, i))
+        .collect();
+    let mut candidates = Vec::with_capacity(walked.len());
+    for (oid, c) in &walked {
         candidates.push(CandidateCommit {
             sha: oid.to_string(),
             parents: c
@@ -208,8 +218,8 @@ pub fn range(
                 .collect(),
             first_parent_outside: c.parent_id(0).is_ok_and(|p| !index.contains_key(&p))
                 && c.parent_ids().any(|p| index.contains_key(&p)),
-            subject: summary(&c),
-            author: author(&c),
+            subject: summary(c),
+            author: author(c),
         });
     }
     // libgit2's topological order puts bad last when walking from bad alone; keep it an invariant.
@@ -226,6 +236,23 @@ pub fn range(
         good_subject: summary(&gc),
         good_author: author(&gc),
     })
+}
+
+/// The commits reachable from `bad` and not from `good`, parents first, each parsed once.
+fn walk_range(
+    repo: &Repository,
+    bad: Oid,
+    good: Oid,
+) -> Result<Vec<(Oid, git2::Commit<'_>)>, git2::Error> {
+    let mut walk = repo.revwalk()?;
+    walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)?;
+    walk.push(bad)?;
+    walk.hide(good)?;
+    walk.map(|oid| {
+        let oid = oid?;
+        Ok((oid, repo.find_commit(oid)?))
+    })
+    .collect()
 }
 
 fn summary(c: &git2::Commit) -> String {

@@ -152,10 +152,19 @@ pub(crate) async fn submit(
     })?;
     let mirrors = state.mirrors.clone();
     let (good, bad, use_merge_base) = (req.good.clone(), req.bad.clone(), req.use_merge_base);
+    let phase = std::time::Instant::now();
     let range = tokio::task::spawn_blocking(move || -> Result<git::Range, RangeError> {
+        let t = std::time::Instant::now();
         mirrors.fetch(repo_id, &url)?;
+        let fetched = t.elapsed();
         let repo = mirrors.open(repo_id)?;
-        git::range(&repo, &good, &bad, use_merge_base)
+        let range = git::range(&repo, &good, &bad, use_merge_base);
+        tracing::info!(
+            fetch_ms = fetched.as_millis() as u64,
+            range_ms = (t.elapsed() - fetched).as_millis() as u64,
+            "submit: mirror fetched, range resolved"
+        );
+        range
     })
     .await
     .map_err(|e| ApiError::Internal(e.into()))?
@@ -217,6 +226,7 @@ pub(crate) async fn submit(
     .bind(range.candidates.len() as i32)
     .fetch_one(&mut *tx)
     .await?;
+    let stored = std::time::Instant::now();
     crate::store::candidates::insert(&mut tx, id, &range).await?;
     let mut story = format!(
         "Submitted: {} candidate commits in {}..{}.",
@@ -238,9 +248,17 @@ pub(crate) async fn submit(
         candidates = range.candidates.len(),
         "bisect submitted"
     );
+    let advanced = std::time::Instant::now();
     if let Err(e) = crate::scheduler::advance(state, id).await {
         tracing::error!(bisect = id, error = ?e, "first advance");
     }
+    tracing::info!(
+        bisect = id,
+        total_ms = phase.elapsed().as_millis() as u64,
+        store_ms = (advanced - stored).as_millis() as u64,
+        first_advance_ms = advanced.elapsed().as_millis() as u64,
+        "submit: timings"
+    );
     Ok(id)
 }
 
