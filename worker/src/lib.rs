@@ -20,6 +20,7 @@ pub mod guest;
 pub mod initramfs;
 pub mod machine;
 pub mod note;
+pub mod power;
 pub mod task;
 
 pub use agent::run;

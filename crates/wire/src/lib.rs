@@ -4,6 +4,7 @@
 //! Architecture invariant: this crate does no I/O; it only describes data and validates it.
 
 pub mod api;
+pub mod hosts;
 pub mod job;
 pub mod tasks;
 pub mod worker;

@@ -2,6 +2,7 @@
 //! Each area is a module with its own routes, merged here.
 
 mod bisects;
+mod inventory;
 mod kconfigs;
 mod reports;
 mod repositories;
@@ -9,6 +10,7 @@ mod tasks;
 mod workers;
 
 pub(crate) use bisects::load_bisect;
+pub(crate) use inventory::load_all as load_inventory;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -39,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(inventory::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -59,6 +62,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(kconfigs::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(inventory::routes())
         .split_for_parts();
     openapi
 }
