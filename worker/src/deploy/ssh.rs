@@ -3,12 +3,14 @@
 //! To run a commit, the host must be running its kernel: the kernel and initramfs are
 //! copied over, booted once (kexec on the host, or the worker's `--boot-command` hook for a
 //! boot-once entry plus reboot), and the worker waits until the host answers with a new
-//! boot id; if it does not within the boot timeout, `--power-cycle-command` (IPMI) is run
-//! and the worker waits once more. Then `uname -r` must be the built kernel's release —
-//! a host that came back on another kernel did not boot the commit. The benchmark runs in
-//! its own process group on the host, which is killed on timeout or cancellation. The
-//! worker keeps only which commit the host is running; the task's state is on the server,
-//! so a reboot of the worker's own machine loses nothing.
+//! boot id; if it does not within the boot timeout, the host is power-cycled through the
+//! configured driver (`crate::power`: IPMI, QMP, a script) and the worker waits once more.
+//! Then `uname -r` and `uname -v` must be the built kernel's release (which carries the
+//! commit) and version — a host that came back on another kernel did not boot the commit.
+//! The benchmark runs in its own process group on the host, which is killed on timeout or
+//! cancellation; a host that stops answering during a run is power-cycled at once, so the
+//! next run finds it up. The worker keeps only which commit the host is running; the
+//! task's state is on the server, so a reboot of the worker's own machine loses nothing.
 
 use super::{DeployError, RunEnd, RunOutcome, RunRequest};
 use crate::config::SshConfig;
