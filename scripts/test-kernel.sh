@@ -8,7 +8,8 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 exec 9>"$dir/lock"
 flock 9
-if [ ! -s "$dir/vmlinuz" ]; then
+# The lab VMs (worker/tests/lab.rs) also need the e1000 NIC driver from the same package.
+if [ ! -s "$dir/vmlinuz" ] || [ ! -s "$dir/e1000.ko" ]; then
   find_pkg() {
     apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'
   }
@@ -23,6 +24,8 @@ if [ ! -s "$dir/vmlinuz" ]; then
   (cd "$tmp" && apt-get download -qq "$pkg" >/dev/null 2>&1) \
     || { echo "test-kernel: apt-get download $pkg failed" >&2; exit 1; }
   dpkg -x "$tmp"/*.deb "$tmp/x"
+  cp "$tmp"/x/lib/modules/*/kernel/drivers/net/ethernet/intel/e1000/e1000.ko "$dir/e1000.ko.tmp"
+  mv "$dir/e1000.ko.tmp" "$dir/e1000.ko"
   cp "$tmp"/x/boot/vmlinuz-* "$dir/vmlinuz.tmp"
   mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
 fi

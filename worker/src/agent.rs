@@ -16,6 +16,7 @@ use crate::deploy::ssh::SshHost;
 use crate::note::TaskNote;
 use crate::task::{self, Finish, Shutdown};
 use anyhow::Context;
+use perfbisect_wire::hosts::{HostActivity, HostOutcome, HostStateReport};
 use perfbisect_wire::worker::{
     CompleteTask, HandBack, Interrupted, RegisterWorker, TaskAssignment, TaskOutcome,
 };
@@ -253,6 +254,26 @@ async fn handle(
             .and_then(|e| e.downcast_ref::<DeployError>()),
         Some(DeployError::HostDown(_))
     );
+    if host_down {
+        // One more failure in the host's streak; the server quarantines it at the limit.
+        let power = ctx.ssh.as_mut().and_then(|h| h.last_power_action.take());
+        let report = HostStateReport {
+            activity: HostActivity::PoweredOff,
+            kernel: None,
+            power_action: power,
+            outcome: Some(HostOutcome::Failed),
+            message: result.as_ref().err().map(|e| format!("{e:#}")),
+        };
+        match ctx.client.host_state(&report).await {
+            Ok(Some(reply)) => tracing::warn!(
+                state = ?reply.state,
+                streak = reply.failure_streak,
+                "reported the host down"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not report the host down"),
+        }
+    }
     let finish = match result {
         Ok(finish) => finish,
         Err(e) => {

@@ -200,6 +200,15 @@ impl Client {
     }
 
     /// The kernel config stored on the server under `name`.
+    /// Tells the server what the test host does and how its last boot went.
+    pub async fn host_state(
+        &self,
+        report: &perfbisect_wire::hosts::HostStateReport,
+    ) -> Result<Option<perfbisect_wire::hosts::HostStateReply>, ClientError> {
+        self.post("/api/v1/worker/host-state", report, Duration::from_secs(30))
+            .await
+    }
+
     pub async fn kconfig(&self, name: &str) -> Result<String, ClientError> {
         let resp = self
             .http

@@ -119,10 +119,35 @@ pub struct SshConfig {
     /// PERFBISECT_KERNEL_RELEASE, and must return once the reboot is under way.
     #[arg(long = "boot-command", env = "PERFBISECT_BOOT_COMMAND")]
     pub boot_command: Option<String>,
-    /// Run on the worker when the test host does not come back within the boot timeout
-    /// (`ipmitool -H bmc -U admin -P ... chassis power cycle`); then one more wait.
+    /// The `script` power driver: run on the worker when the test host does not come back
+    /// within the boot timeout (with PERFBISECT_POWER_ACTION=cycle); then one more wait.
     #[arg(long = "power-cycle-command", env = "PERFBISECT_POWER_CYCLE_COMMAND")]
     pub power_cycle_command: Option<String>,
+    /// How to power-cycle a test host that does not come back: `ipmi` (its BMC, with
+    /// `ipmitool -I lanplus`), `qmp` (a qemu VM's monitor socket) or `script`
+    /// (--power-cycle-command). Default: the one whose settings are given.
+    #[arg(long = "power-driver", env = "PERFBISECT_POWER_DRIVER")]
+    pub power_driver: Option<String>,
+    /// The BMC's address for `--power-driver ipmi`.
+    #[arg(long = "bmc-host", env = "PERFBISECT_BMC_HOST")]
+    pub bmc_host: Option<String>,
+    #[arg(long = "bmc-port", env = "PERFBISECT_BMC_PORT", default_value_t = 623)]
+    pub bmc_port: u16,
+    #[arg(
+        long = "bmc-user",
+        env = "PERFBISECT_BMC_USER",
+        default_value = "ADMIN"
+    )]
+    pub bmc_user: String,
+    /// A file holding the BMC password (read by ipmitool; never on a command line).
+    #[arg(long = "bmc-password-file", env = "PERFBISECT_BMC_PASSWORD_FILE")]
+    pub bmc_password_file: Option<PathBuf>,
+    /// ipmitool's `-C` cipher suite, for BMCs that refuse its default.
+    #[arg(long = "bmc-cipher-suite", env = "PERFBISECT_BMC_CIPHER_SUITE")]
+    pub bmc_cipher_suite: Option<u8>,
+    /// A qemu VM's QMP socket for `--power-driver qmp`.
+    #[arg(long = "qmp-socket", env = "PERFBISECT_QMP_SOCKET")]
+    pub qmp_socket: Option<PathBuf>,
     /// How the worker tells a new boot of the test host from the old one.
     #[arg(
         long = "boot-id-command",

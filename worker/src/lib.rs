@@ -21,6 +21,7 @@ pub mod initramfs;
 pub mod machine;
 pub mod note;
 pub mod sanitize;
+pub mod power;
 pub mod task;
 pub mod tls;
 

@@ -12,6 +12,7 @@ use anyhow::Context;
 use chrono::Utc;
 use perfbisect_metrics::Format;
 use perfbisect_wire::DeployKind;
+use perfbisect_wire::hosts::{HostActivity, HostOutcome, HostStateReport};
 use perfbisect_wire::worker::{BuildReport, CompleteTask, RunUpload, TaskAssignment, TaskOutcome};
 use std::collections::HashSet;
 use tokio::sync::watch;
@@ -370,9 +371,46 @@ async fn run_once(
                     "a `deploy.kind: ssh` job needs --ssh-target".into(),
                 )
             })?;
-            host.run(req, rootfs.as_deref(), scratch, abort).await?
+            let activity = if host.needs_boot(req.sha) {
+                HostActivity::Booting
+            } else {
+                HostActivity::Running
+            };
+            report_host(&w.client, activity, None, None, None).await;
+            let outcome = host.run(req, rootfs.as_deref(), scratch, abort).await?;
+            // The host came back (from a boot or a power cycle): its streak ends.
+            let power = host.last_power_action.take();
+            report_host(
+                &w.client,
+                HostActivity::Idle,
+                outcome.environment.kernel_release.clone(),
+                power,
+                Some(HostOutcome::Healthy),
+            )
+            .await;
+            outcome
         }
     })
+}
+
+/// Best effort: the host's state is for operators, never a reason to fail a task.
+pub async fn report_host(
+    client: &crate::client::Client,
+    activity: HostActivity,
+    kernel: Option<String>,
+    power_action: Option<String>,
+    outcome: Option<HostOutcome>,
+) {
+    let report = HostStateReport {
+        activity,
+        kernel,
+        power_action,
+        outcome,
+        message: None,
+    };
+    if let Err(e) = client.host_state(&report).await {
+        tracing::warn!(error = %e, "could not report the host's state");
+    }
 }
 
 async fn complete_untestable(

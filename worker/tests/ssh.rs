@@ -108,6 +108,13 @@ impl Sshd {
                 d = d.display()
             )),
             power_cycle_command: None,
+            power_driver: None,
+            bmc_host: None,
+            bmc_port: 623,
+            bmc_user: "ADMIN".into(),
+            bmc_password_file: None,
+            bmc_cipher_suite: None,
+            qmp_socket: None,
             boot_id_command: format!("cat {}/boot_id", d.display()),
         }
     }
@@ -302,7 +309,7 @@ async fn a_host_lost_for_good_is_the_host_s_failure_not_the_commit_s() {
         .await
         .unwrap_err();
     assert!(matches!(err, DeployError::HostDown(_)), "{err}");
-    assert!(err.to_string().contains("power-cycle-command"), "{err}");
+    assert!(err.to_string().contains("no power driver"), "{err}");
 }
 
 #[tokio::test]

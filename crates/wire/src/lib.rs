@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod findings;
+pub mod hosts;
 pub mod job;
 pub mod states;
 pub mod tasks;

@@ -3,6 +3,7 @@
 
 mod bisects;
 mod edge;
+mod inventory;
 mod kconfigs;
 mod materials;
 mod metric_names;
@@ -17,6 +18,7 @@ mod workers;
 pub(crate) use bisects::submit as submit_bisect;
 pub(crate) use bisects::{load_bisect, summary_change};
 pub(crate) use tasks::get_task;
+pub(crate) use inventory::load_all as load_inventory;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -82,6 +84,7 @@ pub fn router(state: AppState) -> Router {
         .merge(tokens::routes())
         .merge(priority::routes())
         .merge(watches::routes())
+        .merge(inventory::routes())
         .split_for_parts();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
@@ -113,6 +116,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(tokens::routes())
         .merge(priority::routes())
         .merge(watches::routes())
+        .merge(inventory::routes())
         .split_for_parts();
     openapi
 }

@@ -130,6 +130,11 @@ async fn claim(
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> ApiResult<Response> {
     let wait = Duration::from_secs(req.wait_secs.min(MAX_WAIT_SECS));
+    // A quarantined or drained host gets nothing: it waits out its poll and asks again.
+    if !super::inventory::may_claim(&state.db, host.host_id).await? {
+        tokio::time::sleep(wait).await;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
     let Some(task) = crate::queue::claim_wait(&state, host.host_id, &host.host_group, wait).await?
     else {
         return Ok(StatusCode::NO_CONTENT.into_response());

@@ -55,6 +55,40 @@ struct HostsPage {
     idle: usize,
     stale: usize,
     stale_after: String,
+    /// Each host's inventory state (bare-metal hosts report theirs).
+    inventory: Vec<InventoryView>,
+}
+
+/// One row of the inventory table.
+pub struct InventoryView {
+    pub name: String,
+    /// `idle`, `booting`, `running`, `powered_off`, `quarantined`.
+    pub state: String,
+    pub drained: bool,
+    pub kernel: String,
+    pub power: String,
+    pub failure_streak: i32,
+    pub reason: String,
+}
+
+fn inventory_view(h: perfbisect_wire::hosts::HostInventory, now: DateTime<Utc>) -> InventoryView {
+    let state = serde_json::to_value(h.state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    InventoryView {
+        name: h.name,
+        state,
+        drained: h.drained,
+        kernel: h.current_kernel.unwrap_or_else(|| "–".into()),
+        power: match (h.last_power_action, h.last_power_action_at) {
+            (Some(a), Some(at)) => format!("{a}, {}", format::age(at, now)),
+            (Some(a), None) => a,
+            _ => "–".into(),
+        },
+        failure_streak: h.failure_streak,
+        reason: h.quarantine_reason.unwrap_or_default(),
+    }
 }
 
 /// `Intel Xeon … · 8 threads · 2 sockets · 31.2 GiB · Linux 6.1.0`, from what the worker reported.
@@ -129,6 +163,11 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
             }
         })
         .collect();
+    let inventory = crate::api::load_inventory(&state.db)
+        .await?
+        .into_iter()
+        .map(|h| inventory_view(h, now))
+        .collect();
     let count = |s: &str| hosts.iter().filter(|h| h.state == s).count();
     let html = HostsPage {
         nav: "hosts",
@@ -137,6 +176,7 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
         stale: count("stale"),
         stale_after: format::duration(STALE_AFTER_SECS),
         hosts,
+        inventory,
     }
     .render()?;
     Ok(Html(html))

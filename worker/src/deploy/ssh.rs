@@ -3,17 +3,20 @@
 //! To run a commit, the host must be running its kernel: the kernel and initramfs are
 //! copied over, booted once (kexec on the host, or the worker's `--boot-command` hook for a
 //! boot-once entry plus reboot), and the worker waits until the host answers with a new
-//! boot id; if it does not within the boot timeout, `--power-cycle-command` (IPMI) is run
-//! and the worker waits once more. Then `uname -r` must be the built kernel's release —
-//! a host that came back on another kernel did not boot the commit. The benchmark runs in
-//! its own process group on the host, which is killed on timeout or cancellation. The
-//! worker keeps only which commit the host is running; the task's state is on the server,
-//! so a reboot of the worker's own machine loses nothing.
+//! boot id; if it does not within the boot timeout, the host is power-cycled through the
+//! configured driver (`crate::power`: IPMI, QMP, a script) and the worker waits once more.
+//! Then `uname -r` and `uname -v` must be the built kernel's release (which carries the
+//! commit) and version — a host that came back on another kernel did not boot the commit.
+//! The benchmark runs in its own process group on the host, which is killed on timeout or
+//! cancellation; a host that stops answering during a run is power-cycled at once, so the
+//! next run finds it up. The worker keeps only which commit the host is running; the
+//! task's state is on the server, so a reboot of the worker's own machine loses nothing.
 
 use super::{DeployError, RunEnd, RunOutcome, RunRequest};
 use crate::config::SshConfig;
 use crate::exec::{self, Ending};
 use crate::guest;
+use crate::power::{PowerAction, PowerDriver};
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -29,6 +32,9 @@ pub struct SshHost {
     cfg: SshConfig,
     target: String,
     booted_sha: Option<String>,
+    power: Option<Box<dyn PowerDriver>>,
+    /// The last power action and when, for the host's state.
+    pub last_power_action: Option<String>,
 }
 
 impl SshHost {
@@ -36,11 +42,79 @@ impl SshHost {
         let target = cfg.target.clone().ok_or_else(|| {
             DeployError::NotConfigured("a `deploy.kind: ssh` job needs --ssh-target".into())
         })?;
+        let power = crate::power::from_config(cfg)
+            .map_err(|e| DeployError::NotConfigured(e.to_string()))?;
         Ok(Self {
             cfg: cfg.clone(),
             target,
             booted_sha: None,
+            power,
+            last_power_action: None,
         })
+    }
+
+    /// Whether a run of `sha` needs a boot first (the host is not running its kernel).
+    pub fn needs_boot(&self, sha: &str) -> bool {
+        self.booted_sha.as_deref() != Some(sha)
+    }
+
+    /// Power-cycles the host through the configured driver and waits for a boot other than
+    /// `old` (None: any answer). Ok(true) when it came back.
+    async fn power_cycle(
+        &mut self,
+        old: Option<&str>,
+        limit: Duration,
+        log: &mut String,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<bool, DeployError> {
+        let Some(driver) = &self.power else {
+            return Err(DeployError::HostDown(format!(
+                "{} does not answer and no power driver is configured \
+                 (--power-driver, --bmc-host, --qmp-socket or --power-cycle-command)",
+                self.target
+            )));
+        };
+        log.push_str(&format!(
+            "\nperfbisect: power-cycling {} through {}\n",
+            self.target,
+            driver.name()
+        ));
+        let answer = driver.act(PowerAction::Cycle).await.map_err(|e| {
+            DeployError::HostDown(format!("{} could not be power-cycled: {e}", self.target))
+        })?;
+        if !answer.is_empty() {
+            log.push_str(&answer);
+            log.push('\n');
+        }
+        self.last_power_action = Some(format!("cycle ({})", driver.name()));
+        self.booted_sha = None;
+        self.wait_for_new_boot(old.unwrap_or(""), limit, cancel)
+            .await
+    }
+
+    /// After a run that ended without a report: if the host no longer answers, it hung or
+    /// crashed; power-cycle it so the next run finds it up. Ok(true) when it was cycled;
+    /// an error only when it stays down.
+    async fn recover(
+        &mut self,
+        limit: Duration,
+        log: &mut String,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<bool, DeployError> {
+        if self.boot_id().await.is_some() {
+            return Ok(false);
+        }
+        log.push_str(&format!(
+            "\nperfbisect: {} stopped answering during the run\n",
+            self.target
+        ));
+        if !self.power_cycle(None, limit, log, cancel).await? && !*cancel.borrow() {
+            return Err(DeployError::HostDown(format!(
+                "{} did not come back after a power cycle",
+                self.target
+            )));
+        }
+        Ok(true)
     }
 
     fn ssh(&self, remote: &str) -> tokio::process::Command {
@@ -214,39 +288,52 @@ impl SshHost {
                     .as_deref()
                     .map(|i| format!(" --initrd={}", guest::quote(i)))
                     .unwrap_or_default();
-                // Load now (errors are seen), execute once the ssh session has returned.
+                // Load first (errors are seen), then execute: systemd hosts shut down in
+                // order (`systemctl kexec` returns at once), others jump straight into the
+                // new kernel, and the session never returns: its end is not an answer.
                 let load = format!(
-                    "kexec -l {}{initrd_arg} --command-line=\"$(cat /proc/cmdline) \"{} && \
-                     (nohup sh -c 'sleep 1; systemctl kexec || kexec -e' >/dev/null 2>&1 &)",
+                    "kexec -l {}{initrd_arg} --command-line=\"$(cat /proc/cmdline) \"{}",
                     guest::quote(&remote_kernel),
                     guest::quote(&cmdline),
                 );
                 self.must(&load, None).await?;
+                let (_tx, mut never) = watch::channel(false);
+                let jump = self
+                    .exec(
+                        "if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; \
+                         then systemctl kexec; else sync; kexec -e; fi",
+                        None,
+                        Duration::from_secs(CONNECT_SECS * 2),
+                        &mut never,
+                    )
+                    .await;
+                if let Ok(out) = jump
+                    && matches!(out.ending, Ending::Exited(c) if c != 0 && c != 255)
+                {
+                    return Err(DeployError::HostDown(format!(
+                        "kexec on {} {}: {}",
+                        self.target,
+                        out.describe(),
+                        exec::tail(&out.stderr, 5)
+                    )));
+                }
             }
         }
         let mut back = self.wait_for_new_boot(&old, limit, cancel).await?;
         if !back && !*cancel.borrow() {
-            let Some(power) = &self.cfg.power_cycle_command else {
+            if self.power.is_none() {
                 return Err(DeployError::HostDown(format!(
-                    "{} did not come back within {} s and no --power-cycle-command is set",
+                    "{} did not come back within {} s and no power driver is configured \
+                     (--power-driver, --bmc-host, --qmp-socket or --power-cycle-command)",
                     self.target, job.timeouts.boot_secs
                 )));
-            };
+            }
             log.push_str(&format!(
-                "\nperfbisect: {} did not come back within {} s: power-cycling\n",
+                "\nperfbisect: {} did not come back within {} s\n",
                 self.target, job.timeouts.boot_secs
             ));
             *method = "power_cycle".into();
-            let out = exec::shell(
-                power,
-                scratch,
-                &[],
-                Duration::from_secs(COMMAND_SECS),
-                cancel,
-            )
-            .await?;
-            log.push_str(&out.log());
-            back = self.wait_for_new_boot(&old, limit, cancel).await?;
+            back = self.power_cycle(Some(&old), limit, log, cancel).await?;
             if !back && !*cancel.borrow() {
                 return Err(DeployError::HostDown(format!(
                     "{} did not come back after a power cycle",
@@ -339,6 +426,20 @@ impl SshHost {
                     None,
                 )
                 .await;
+        }
+        let report_missing = guest::parse(&out.stdout).exit.is_none();
+        if report_missing && !matches!(out.ending, Ending::Cancelled) {
+            // A hung or crashed host: bring it back now (the run is lost either way).
+            if self
+                .recover(
+                    Duration::from_secs(job.timeouts.boot_secs),
+                    &mut log,
+                    cancel,
+                )
+                .await?
+            {
+                method = format!("{method}; power_cycle after the run");
+            }
         }
         log.push_str(&out.stderr);
         let report = guest::parse(&out.stdout);

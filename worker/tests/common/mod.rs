@@ -73,3 +73,4 @@ pub fn job(yaml: &str) -> JobSpec {
 pub fn debian_release() -> String {
     perfbisect_worker::initramfs::image_release(&debian_kernel()).expect("a bzImage header")
 }
+pub mod lab;

@@ -1,0 +1,241 @@
+//! Host inventory: each host's state, kernel, last power action and failure streak; the
+//! worker's host-state reports; quarantine after repeated failures; drain and release.
+//!
+//! A host that is quarantined or drained claims nothing (`may_claim`, asked by the claim
+//! handler): its worker keeps polling and gets no task until an operator releases it.
+
+use super::ApiJson;
+use crate::AppState;
+use crate::auth::{ApiUser, WorkerHost};
+use crate::error::{ApiError, ApiResult};
+use axum::Json;
+use axum::extract::{Path, State};
+use chrono::{DateTime, Utc};
+use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::hosts::{
+    HostInventory, HostOutcome, HostState, HostStateReply, HostStateReport,
+};
+use sqlx::PgPool;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Host failures in a row (boots that never came back, even after a power cycle) after
+/// which a host is quarantined.
+pub const QUARANTINE_AFTER: i32 = 3;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(inventory))
+        .routes(routes!(report_state))
+        .routes(routes!(drain))
+        .routes(routes!(release))
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    name: String,
+    host_group: String,
+    activity: String,
+    current_kernel: Option<String>,
+    last_power_action: Option<String>,
+    last_power_action_at: Option<DateTime<Utc>>,
+    failure_streak: i32,
+    quarantined_at: Option<DateTime<Utc>>,
+    quarantine_reason: Option<String>,
+    drained_at: Option<DateTime<Utc>>,
+    state_changed_at: DateTime<Utc>,
+    last_seen_at: DateTime<Utc>,
+    current_task: Option<i64>,
+}
+
+/// The inventory query, with `$tail` (a literal WHERE/ORDER BY) appended.
+macro_rules! select {
+    ($tail:literal) => {
+        concat!(
+            "SELECT h.id, h.name, h.host_group, h.activity, h.current_kernel,
+                h.last_power_action, h.last_power_action_at, h.failure_streak, h.quarantined_at,
+                h.quarantine_reason, h.drained_at, h.state_changed_at, h.last_seen_at,
+                (SELECT t.id FROM tasks t WHERE t.host_id = h.id AND t.state = 'running' LIMIT 1)
+                    AS current_task
+             FROM hosts h ",
+            $tail
+        )
+    };
+}
+
+impl From<Row> for HostInventory {
+    fn from(r: Row) -> Self {
+        let state = if r.quarantined_at.is_some() {
+            HostState::Quarantined
+        } else {
+            match r.activity.as_str() {
+                "booting" => HostState::Booting,
+                "running" => HostState::Running,
+                "powered_off" => HostState::PoweredOff,
+                _ => HostState::Idle,
+            }
+        };
+        HostInventory {
+            id: r.id,
+            name: r.name,
+            host_group: r.host_group,
+            state,
+            drained: r.drained_at.is_some(),
+            available: r.quarantined_at.is_none() && r.drained_at.is_none(),
+            current_kernel: r.current_kernel,
+            last_power_action: r.last_power_action,
+            last_power_action_at: r.last_power_action_at,
+            failure_streak: r.failure_streak,
+            quarantine_reason: r.quarantine_reason,
+            state_changed_at: r.state_changed_at,
+            last_seen_at: r.last_seen_at,
+            current_task: r.current_task,
+        }
+    }
+}
+
+/// Every host's inventory, by group and name.
+pub async fn load_all(db: &PgPool) -> sqlx::Result<Vec<HostInventory>> {
+    let rows: Vec<Row> = sqlx::query_as(select!("ORDER BY h.host_group, h.name"))
+        .fetch_all(db)
+        .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+async fn load_one(db: &PgPool, id: i64) -> ApiResult<HostInventory> {
+    let row: Option<Row> = sqlx::query_as(select!("WHERE h.id = $1"))
+        .bind(id)
+        .fetch_optional(db)
+        .await?;
+    row.map(Into::into)
+        .ok_or_else(|| ApiError::NotFound(format!("host {id} does not exist")))
+}
+
+/// Whether the host may claim a task: neither quarantined nor drained.
+pub async fn may_claim(db: &PgPool, host_id: i64) -> sqlx::Result<bool> {
+    let ok: Option<bool> = sqlx::query_scalar(
+        "SELECT quarantined_at IS NULL AND drained_at IS NULL FROM hosts WHERE id = $1",
+    )
+    .bind(host_id)
+    .fetch_optional(db)
+    .await?;
+    Ok(ok.unwrap_or(false))
+}
+
+/// Every host with its state (idle, booting, running, powered off, quarantined), whether it
+/// is drained, its current kernel, last power action and failure streak.
+#[utoipa::path(get, path = "/api/v1/inventory", tag = "workers",
+    responses((status = 200, body = Vec<HostInventory>)))]
+async fn inventory(State(state): State<AppState>) -> ApiResult<Json<Vec<HostInventory>>> {
+    Ok(Json(load_all(&state.db).await?))
+}
+
+/// A worker reports what its host does and how its last boot went. A failure lengthens the
+/// streak (and quarantines the host at the limit); a healthy boot ends it.
+#[utoipa::path(post, path = "/api/v1/worker/host-state", tag = "workers", request_body = HostStateReport,
+    responses((status = 200, body = HostStateReply), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("worker_token" = [])))]
+async fn report_state(
+    State(state): State<AppState>,
+    host: WorkerHost,
+    ApiJson(report): ApiJson<HostStateReport>,
+) -> ApiResult<Json<HostStateReply>> {
+    if let Some(k) = &report.kernel
+        && (k.is_empty() || k.len() > 256)
+    {
+        return Err(ApiError::bad(
+            "kernel",
+            "must be a kernel release of 1 to 256 characters",
+        ));
+    }
+    if report.power_action.as_ref().is_some_and(|a| a.len() > 256) {
+        return Err(ApiError::bad(
+            "power_action",
+            "must be at most 256 characters",
+        ));
+    }
+    let failed = report.outcome == Some(HostOutcome::Failed);
+    let healthy = report.outcome == Some(HostOutcome::Healthy);
+    sqlx::query(
+        "UPDATE hosts SET
+           state_changed_at = CASE WHEN activity = $2 THEN state_changed_at ELSE now() END,
+           activity = $2,
+           current_kernel = COALESCE($3, current_kernel),
+           last_power_action = COALESCE($4, last_power_action),
+           last_power_action_at = CASE WHEN $4 IS NULL THEN last_power_action_at ELSE now() END,
+           failure_streak = CASE WHEN $5 THEN failure_streak + 1 WHEN $6 THEN 0
+                                 ELSE failure_streak END,
+           quarantine_reason = CASE WHEN $5 AND failure_streak + 1 >= $7 AND quarantined_at IS NULL
+                                 THEN $8 ELSE quarantine_reason END,
+           quarantined_at = CASE WHEN $5 AND failure_streak + 1 >= $7 AND quarantined_at IS NULL
+                                 THEN now() ELSE quarantined_at END
+         WHERE id = $1",
+    )
+    .bind(host.host_id)
+    .bind(report.activity.as_str())
+    .bind(&report.kernel)
+    .bind(&report.power_action)
+    .bind(failed)
+    .bind(healthy)
+    .bind(QUARANTINE_AFTER)
+    .bind(format!(
+        "{QUARANTINE_AFTER} failures in a row; the last: {}",
+        report
+            .message
+            .as_deref()
+            .unwrap_or("the host did not come back")
+    ))
+    .execute(&state.db)
+    .await?;
+    let inv = load_one(&state.db, host.host_id).await?;
+    if failed && inv.state == HostState::Quarantined {
+        tracing::warn!(
+            host = inv.name,
+            streak = inv.failure_streak,
+            "host quarantined"
+        );
+    }
+    Ok(Json(HostStateReply {
+        state: inv.state,
+        failure_streak: inv.failure_streak,
+        available: inv.available,
+    }))
+}
+
+/// Drain a host: it finishes its current task and claims no more until released.
+#[utoipa::path(post, path = "/api/v1/hosts/{id}/drain", tag = "workers",
+    params(("id" = i64, Path, description = "host id")),
+    responses((status = 200, body = HostInventory), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn drain(
+    State(state): State<AppState>,
+    _user: ApiUser,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<HostInventory>> {
+    sqlx::query("UPDATE hosts SET drained_at = COALESCE(drained_at, now()) WHERE id = $1")
+        .bind(id)
+        .execute(&state.db)
+        .await?;
+    Ok(Json(load_one(&state.db, id).await?))
+}
+
+/// Release a drained or quarantined host: back to work, its failure streak cleared.
+#[utoipa::path(post, path = "/api/v1/hosts/{id}/release", tag = "workers",
+    params(("id" = i64, Path, description = "host id")),
+    responses((status = 200, body = HostInventory), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_token" = [])))]
+async fn release(
+    State(state): State<AppState>,
+    _user: ApiUser,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<HostInventory>> {
+    sqlx::query(
+        "UPDATE hosts SET drained_at = NULL, quarantined_at = NULL, quarantine_reason = NULL,
+                          failure_streak = 0 WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&state.db)
+    .await?;
+    Ok(Json(load_one(&state.db, id).await?))
+}
