@@ -332,7 +332,7 @@ pub async fn advance(state: &AppState, bisect: i64) -> anyhow::Result<()> {
         }) => {
             let sha = graph.id(culprit).to_string();
             let reason = format!(
-                "Found the culprit {} (probability {confidence:.4}).",
+                "The culprit is {} (probability {confidence:.4}).",
                 &sha[..12]
             );
             finish(&mut tx, bisect, "found", &reason, Some((&sha, confidence))).await?;
