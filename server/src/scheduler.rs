@@ -369,7 +369,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         }) => {
             let sha = graph.id(culprit).to_string();
             let reason = format!(
-                "Found the culprit {} (probability {confidence:.4}).",
+                "The culprit is {} (probability {confidence:.4}).",
                 &sha[..12]
             );
             finish(&mut tx, bisect, "found", &reason, Some((&sha, confidence))).await?;

@@ -264,13 +264,6 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
         LEFT + plot_w,
         b = TOP + plot_h
     );
-    let _ = writeln!(
-        s,
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"axis-label\">\
-         commits, spaced by place in history →</text>",
-        LEFT + plot_w,
-        H - 24.0
-    );
     let mut lx = LEFT;
     for v in [Verdict::Good, Verdict::Bad, Verdict::Undecided] {
         if columns
@@ -287,7 +280,8 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
                 H - 6.0,
                 v.label()
             );
-            lx += 130.0;
+            // Room for the label at the larger text a phone gets (style.css).
+            lx += 190.0;
         }
     }
     s += "</svg>\n";
