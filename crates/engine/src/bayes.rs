@@ -707,13 +707,33 @@ pub(crate) fn paired_e(pairs: &[(f64, f64)], sign: f64, noise: Option<f64>) -> f
     // a normal mean (Robbins; Johari, Pekelis and Walsh) is far sharper on a few couples. The
     // average of two e-values is an e-value, so the bound holds for the mix (the z half is
     // exact only as far as σ is: it comes from every run of the bisect).
+    // Outliers inflate both of those; the signs of the differences do not care. Under "no
+    // difference" interleaved runs are exchangeable, so each sign is a fair coin, and the
+    // mixture over P(sign +) uniform on [1/2, 1] of the coin's likelihood ratio is a test
+    // martingale too.
+    let e_s = sign_e(&d);
     let Some(sigma) = noise.filter(|s| *s > 0.0 && s.is_finite()) else {
-        return e_t;
+        return (e_t + e_s) / 2.0;
     };
     let sd = sigma * std::f64::consts::SQRT_2;
     let s2 = (nf * mean / sd).powi(2);
     let log_z = -0.5 * (1.0 + g).ln() + s2 * VERIFY_TAU * VERIFY_TAU / (2.0 * (1.0 + g));
-    (e_t + log_z.min(700.0).exp()) / 2.0
+    (e_t + log_z.min(700.0).exp() + e_s) / 3.0
+}
+
+/// The sign test's e-value: 2ⁿ · 2 ∫_{1/2}^{1} pᵏ (1 − p)ⁿ⁻ᵏ dp for k positive differences
+/// out of n non-zero ones.
+fn sign_e(d: &[f64]) -> f64 {
+    use statrs::function::beta::{beta_reg, ln_beta};
+    let n = d.iter().filter(|x| **x != 0.0).count() as f64;
+    let k = d.iter().filter(|x| **x > 0.0).count() as f64;
+    if n == 0.0 {
+        return 1.0;
+    }
+    let (a, b) = (k + 1.0, n - k + 1.0);
+    let upper = (1.0 - beta_reg(a, b, 0.5)).max(1e-300);
+    let log_e = (n + 1.0) * std::f64::consts::LN_2 + ln_beta(a, b) + upper.ln();
+    log_e.min(700.0).exp()
 }
 
 fn cap(mut requests: Vec<Request>, mut budget: u32) -> Vec<Request> {
@@ -1642,6 +1662,17 @@ mod tests {
         }
         let rate = crossed as f64 / trials as f64;
         assert!(rate <= VERIFY_ALPHA, "crossed on {rate}");
+    }
+
+    #[test]
+    fn the_sign_e_value_grows_with_positive_signs_only() {
+        let up = vec![1.0; 20];
+        assert!(sign_e(&up) > 1e4);
+        let mixed: Vec<f64> = (0..20)
+            .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        assert!(sign_e(&mixed) < 2.0);
+        assert_eq!(sign_e(&[]), 1.0);
     }
 
     #[test]
