@@ -411,4 +411,34 @@ async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
             .await
             .unwrap();
     assert_eq!(measured as usize, 14 - head);
+
+    // The pages: the watch's chart marks the change and links its bisect; zoom cuts it.
+    let page = |path: String| {
+        let state = f.state.clone();
+        async move { common::request(&state, "GET", &path, None, None).await }
+    };
+    let (s, html) = page(format!("/watches/{id}")).await;
+    assert_eq!(s, StatusCode::OK, "{html}");
+    assert_eq!(
+        html.matches("<svg class=\"plot series\"").count(),
+        2,
+        "one chart per metric"
+    );
+    assert!(html.contains(&format!("<a href=\"/bisects/{}\">", bisects[0])));
+    assert!(
+        html.contains("(14 of 14 commits)"),
+        "every head is listed, measured or not"
+    );
+    let (s, html) = page(format!("/watches/{id}?from=5&to=9")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(html.contains("(5 of 14 commits)"), "{html}");
+    let (s, _) = page(format!("/watches/{id}?from=soon")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, html) = page("/watches".into()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(html.contains("main-watch") && html.contains(&format!("/bisects/{}", bisects[0])));
+    // The queue page still renders with watch tasks in the table.
+    let (s, html) = page("/queue".into()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(!html.contains("/bisects/0"), "{html}");
 }
