@@ -20,8 +20,8 @@ pub mod guest;
 pub mod initramfs;
 pub mod machine;
 pub mod note;
-pub mod sanitize;
 pub mod power;
+pub mod sanitize;
 pub mod task;
 pub mod tls;
 
