@@ -23,6 +23,8 @@ pub fn set_fetch_timeouts(connect: Duration, read: Duration) {
         let _ = git2::opts::set_server_timeout_in_milliseconds(ms(read));
     }
     READ_MS.store(read.as_millis() as u64, Ordering::Relaxed);
+    // Mirrors are fetched with the git command (`perfbisect-gitfetch`): the same limits.
+    perfbisect_gitfetch::set_timeouts(connect, read);
 }
 
 /// Sets the default timeouts unless some were set already.

@@ -9,8 +9,25 @@
 //! it is refused, and every message this crate returns has URLs stripped of any user info, so
 //! nothing secret reaches the database, events or logs.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Connect and stall limits of every fetch, in milliseconds (process-wide, like libgit2's
+/// own server timeouts; the server and the worker set them from their configuration).
+static CONNECT_MS: AtomicU64 = AtomicU64::new(10_000);
+static STALL_MS: AtomicU64 = AtomicU64::new(300_000);
+
+/// Sets how long a fetch may take to connect (ssh) and how long it may go without any sign
+/// of progress before it is stopped (every transport: git prints progress throughout a
+/// transfer, so silence means a remote that stopped answering).
+pub fn set_timeouts(connect: Duration, stall: Duration) {
+    CONNECT_MS.store(connect.as_millis().max(1) as u64, Ordering::Relaxed);
+    STALL_MS.store(stall.as_millis().max(1) as u64, Ordering::Relaxed);
+}
 
 /// How to reach remotes: flags (and environment variables) of the server and the worker.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -67,6 +84,8 @@ pub enum FetchError {
     Spawn(#[source] std::io::Error),
     #[error("cannot fetch `{url}`: {reason}")]
     Failed { url: String, reason: String },
+    #[error("cannot fetch `{url}`: timed out: the remote sent nothing for {secs} s")]
+    TimedOut { url: String, secs: u64 },
 }
 
 /// `scheme://user:password@host/...` → `scheme://host/...`; other text unchanged. Applied
@@ -133,7 +152,14 @@ impl GitAuth {
                 quote(store)
             ));
         }
-        let mut ssh = String::from("ssh -o BatchMode=yes");
+        let connect_secs = CONNECT_MS.load(Ordering::Relaxed).div_ceil(1000);
+        let stall_secs = STALL_MS.load(Ordering::Relaxed).div_ceil(1000);
+        // http(s): curl gives up below 1 byte/s over the stall limit.
+        cmd.arg("-c")
+            .arg("http.lowSpeedLimit=1")
+            .arg("-c")
+            .arg(format!("http.lowSpeedTime={stall_secs}"));
+        let mut ssh = format!("ssh -o BatchMode=yes -o ConnectTimeout={connect_secs}");
         if let Some(key) = &self.ssh_key {
             ssh += &format!(" -i {} -o IdentitiesOnly=yes", quote(key));
         }
@@ -177,26 +203,110 @@ impl GitAuth {
             }
         }
         let mut cmd = self.command(mirror)?;
-        cmd.args(["fetch", "--quiet", "--prune", "--no-write-fetch-head", "--"])
-            .arg(url)
-            .args(["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"])
-            .stdin(Stdio::null());
+        // --progress: git reports on stderr all through a transfer, which is how a stalled
+        // remote (git:// and ssh have no timeout of their own) is told from a slow one.
+        cmd.args([
+            "fetch",
+            "--progress",
+            "--prune",
+            "--no-write-fetch-head",
+            "--",
+        ])
+        .arg(url)
+        .args(["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
         tracing::debug!(url = %redact(url), mirror = %mirror.display(), "git fetch");
-        let out = cmd.output().map_err(FetchError::Spawn)?;
-        if out.status.success() {
+        let (status, stderr) =
+            run_watched(cmd, Duration::from_millis(STALL_MS.load(Ordering::Relaxed))).map_err(
+                |e| match e {
+                    Watched::Spawn(e) => FetchError::Spawn(e),
+                    Watched::Stalled(d) => FetchError::TimedOut {
+                        url: redact(url),
+                        secs: d.as_secs().max(1),
+                    },
+                },
+            )?;
+        if status.success() {
             return Ok(());
         }
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = String::from_utf8_lossy(&stderr);
+        // Progress lines are rewritten in place with `\r`; only the messages remain.
         let reason = stderr
             .lines()
+            .filter_map(|l| l.rsplit('\r').next())
             .map(str::trim)
             .filter(|l| !l.is_empty())
+            .filter(|l| !is_progress(l))
             .collect::<Vec<_>>()
             .join("; ");
         Err(FetchError::Failed {
             url: redact(url),
             reason: redact(&reason),
         })
+    }
+}
+
+fn is_progress(line: &str) -> bool {
+    let l = line.trim_start_matches("remote: ");
+    [
+        "Enumerating objects",
+        "Counting objects",
+        "Compressing objects",
+        "Receiving objects",
+        "Resolving deltas",
+        "Total ",
+    ]
+    .iter()
+    .any(|p| l.starts_with(p))
+}
+
+enum Watched {
+    Spawn(std::io::Error),
+    Stalled(Duration),
+}
+
+/// Runs `cmd` (stderr piped) to its end, and kills it once its stderr has been silent for
+/// `stall`. Returns its status and everything it wrote on stderr.
+fn run_watched(
+    mut cmd: Command,
+    stall: Duration,
+) -> Result<(std::process::ExitStatus, Vec<u8>), Watched> {
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(Watched::Spawn)?;
+    let mut err = child.stderr.take().expect("stderr is piped");
+    let last = Arc::new(AtomicU64::new(0));
+    let seen = last.clone();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            seen.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+        all
+    });
+    loop {
+        if let Some(status) = child.try_wait().map_err(Watched::Spawn)? {
+            let stderr = reader.join().unwrap_or_default();
+            return Ok((status, stderr));
+        }
+        let quiet = started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+        if quiet >= stall {
+            let _ = child.kill();
+            let _ = child.wait();
+            // Not joined: a helper git started (ssh, a remote helper) may still hold the pipe.
+            drop(reader);
+            return Err(Watched::Stalled(stall));
+        }
+        // The child's end is polled: std has no wait with a deadline.
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -773,14 +773,21 @@ fn render_not_reproduced(
         range(input)
     );
 
-    let intro = format!(
-        "{} could not reproduce a change of {} between the ends of the range, so it did not \
-         bisect it.",
-        input.robot.name, metric
+    let intro = crate::format::wrap(
+        &format!(
+            "{} could not reproduce a change of {} between the ends of the range, so it did not \
+             bisect it.",
+            input.robot.name, metric
+        ),
+        80,
     );
     let change_line = headline.as_ref().and_then(|h| h.change_percent).map(|p| {
-        format!(
-            "The means differ by {p:+.1}%, which the measurements do not tell apart from noise."
+        crate::format::wrap(
+            &format!(
+                "The means differ by {p:+.1}%, which the measurements do not tell apart from \
+                 noise."
+            ),
+            80,
         )
     });
 
@@ -859,11 +866,14 @@ fn render_inconclusive(input: &ReportInput, candidates: &[Candidate], target: f6
     );
     let tplot = text_plot(metric, &input.samples);
     let svg = svg_plot(metric, &input.samples, None);
-    let intro = format!(
-        "{} could not pin the change of {} to one commit with the {:.1}% confidence asked for.",
-        input.robot.name,
-        metric,
-        100.0 * target
+    let intro = crate::format::wrap(
+        &format!(
+            "{} could not pin the change of {} to one commit with the {:.1}% confidence asked for.",
+            input.robot.name,
+            metric,
+            100.0 * target
+        ),
+        80,
     );
     let listed = if candidates.is_empty() {
         "No commit stands out.\n".to_owned()

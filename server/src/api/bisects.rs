@@ -434,10 +434,24 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
     }
     let measured_change = measured_change(state, &b).await?;
     let progress = {
-        let probabilities: Vec<(&str, f64)> = assessed
-            .iter()
-            .filter_map(|(sha, (_, p))| p.map(|p| (sha.as_str(), p)))
-            .collect();
+        // `bisects.assessments` holds only the measured points; while the search runs,
+        // progress needs every candidate's probability (`bisect_assessments`).
+        let running = if perfbisect_wire::api::status_is_final(&b.status) {
+            Vec::new()
+        } else {
+            crate::store::assessments::probabilities(&state.db, id).await?
+        };
+        let probabilities: Vec<(&str, f64)> = if running.is_empty() {
+            assessed
+                .iter()
+                .filter_map(|(sha, (_, p))| p.map(|p| (sha.as_str(), p)))
+                .collect()
+        } else {
+            running
+                .iter()
+                .map(|(sha, p)| (sha.as_str(), f64::from(*p)))
+                .collect()
+        };
         let end = b.finished_at.unwrap_or_else(Utc::now);
         crate::progress::compute(&crate::progress::Inputs {
             probabilities: &probabilities,

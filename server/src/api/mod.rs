@@ -144,13 +144,22 @@ where
                 "contains a NUL character, which cannot be stored",
             ));
         }
-        serde_json::from_value(value).map(ApiJson).map_err(|e| {
-            let message = format!("Failed to deserialize the JSON body into the target type: {e}");
-            ApiError::BadRequest {
-                field: field_in_serde_message(&message),
-                message,
-            }
-        })
+        serde_path_to_error::deserialize(value)
+            .map(ApiJson)
+            .map_err(|e| {
+                // The path names the field even where serde's own message does not (an
+                // unknown enum variant, a wrong type).
+                let path = e.path().to_string();
+                let message = format!(
+                    "Failed to deserialize the JSON body into the target type: {path}: {}",
+                    e.inner()
+                );
+                let field = match path.as_str() {
+                    "." => field_in_serde_message(&message),
+                    _ => Some(path),
+                };
+                ApiError::BadRequest { field, message }
+            })
     }
 }
 

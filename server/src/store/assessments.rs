@@ -88,3 +88,19 @@ pub async fn write(
     .fetch_one(&mut *tx)
     .await
 }
+
+/// Every candidate's culprit probability (those that have one), by sha: what progress
+/// (top candidate, mass, bits left) is measured from while a bisect runs.
+pub async fn probabilities<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    bisect: i64,
+) -> sqlx::Result<Vec<(String, f32)>> {
+    sqlx::query_as(
+        "SELECT c.sha, a.p FROM bisect_assessments a
+         JOIN bisect_commits c ON c.bisect_id = a.bisect_id AND c.idx = a.idx
+         WHERE a.bisect_id = $1 AND a.p IS NOT NULL",
+    )
+    .bind(bisect)
+    .fetch_all(db)
+    .await
+}
