@@ -113,6 +113,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(metric_names::routes())
         .merge(tasks::routes())
         .merge(reports::routes())
+        .merge(materials::routes())
         .merge(tokens::routes())
         .merge(priority::routes())
         .merge(watches::routes())
