@@ -62,8 +62,6 @@ const SIDE_NO_CHANGE_PRIOR: f64 = 0.5;
 const MISFIT: f64 = 0.02;
 /// A side whose "no change" is at least this is taken as clean; between, it is measured more.
 const SIDE_CLEAR: f64 = 0.5;
-/// The side check measures a side's ends up to (this / d)² samples each.
-const SIDE_ENDS: f64 = 6.0;
 /// The engine's measured overhead over the information bound, for predictions.
 const PREDICT_OVERHEAD: f64 = 2.5;
 /// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
@@ -362,12 +360,20 @@ fn robust_weights(
 }
 
 /// The posterior. `allowed` masks the candidates that may be the culprit.
+///
+/// `fixed`: the commits carrying a change already known (the descendants of a first change
+/// point). Then the hypotheses are about a *further* change: every point's level is
+/// `μ + δ₁·[carries the known change] + δ₂·[carries this one]`, with μ and δ₁ flat (both
+/// are in every hypothesis, so their improper priors cancel) and δ₂ under the same prior as
+/// a single change. Its culprit may lie anywhere, also on a branch merged after the known
+/// change, which a split of the range into "below" and "above" cannot see.
 pub(crate) fn belief(
     graph: &CandidateGraph,
     ev: &Evidence,
     settings: &Settings,
     allowed: &[bool],
     no_change_prior: f64,
+    fixed: Option<&[bool]>,
 ) -> Belief {
     let n = graph.len();
     // Points with samples: the good endpoint first, then measured candidates.
@@ -428,6 +434,19 @@ pub(crate) fn belief(
     for st in &stats {
         total.add(st);
     }
+    // Which group each point is in: 1 when it carries the known change.
+    let group: Vec<usize> = points
+        .iter()
+        .map(|p| match (p, fixed) {
+            (Point::Candidate(c), Some(f)) if f.get(*c) == Some(&true) => 1,
+            _ => 0,
+        })
+        .collect();
+    let mut totals = [Stats::default(); 2];
+    for (st, &g) in stats.iter().zip(&group) {
+        totals[g].add(st);
+    }
+    let groups = totals.iter().filter(|t| t.n > 0.0).count().max(1) as f64;
 
     // Signatures: which measured candidates descend from each commit.
     let measured: Vec<(usize, usize)> = points
@@ -477,29 +496,45 @@ pub(crate) fn belief(
     // t likelihood it stands for: its information per sample is 1/s² where the t model's is
     // (ν+1)/((ν+3)s²). Temper the fit by that ratio so the posterior stays calibrated.
     let temper = tail.map_or(1.0, |nu| (nu + 1.0) / (nu + 3.0));
-    let power = temper * (count - 1.0).max(0.0) / 2.0;
+    let power = temper * (count - groups).max(0.0) / 2.0;
     let floor = 1e-18 * count.max(1.0);
     let scale2 = (scale * scale).max(1e-12);
-    let log_ml0 = -power * (total.ss() + floor).ln();
+    let ss0 = totals[0].ss() + totals[1].ss();
+    let log_ml0 = -power * (ss0 + floor).ln();
     let mut sig_stats: Vec<(Stats, Stats)> = Vec::with_capacity(sig_rows.len());
+    // The step and the residual sum of squares under each signature.
+    let mut sig_fit: Vec<(f64, f64)> = Vec::with_capacity(sig_rows.len());
     let log_ml: Vec<f64> = sig_rows
         .iter()
         .map(|&c| {
             let row = &bits[c * words..(c + 1) * words];
-            let mut b = Stats::default();
+            let mut b = [Stats::default(); 2];
             for (j, &(_, i)) in measured.iter().enumerate() {
                 if row[j / 64] >> (j % 64) & 1 == 1 {
-                    b.add(&stats[i]);
+                    b[group[i]].add(&stats[i]);
                 }
             }
-            let g = total.sub(&b);
-            sig_stats.push((g, b));
-            if g.w <= 1e-12 || b.w <= 1e-12 {
+            let mut above = b[0];
+            above.add(&b[1]);
+            sig_stats.push((total.sub(&above), above));
+            // Within each group, the points carrying this change against the others: the
+            // step's information h and its estimate d pool the groups' contrasts.
+            let (mut h, mut x) = (0.0, 0.0);
+            for (t, bg) in totals.iter().zip(&b) {
+                let g = t.sub(bg);
+                if g.w > 1e-12 && bg.w > 1e-12 {
+                    let hg = g.w * bg.w / (g.w + bg.w);
+                    h += hg;
+                    x += hg * (bg.mean() - g.mean());
+                }
+            }
+            if h <= 1e-12 {
+                sig_fit.push((0.0, ss0));
                 return log_ml0;
             }
-            let h = g.w * b.w / (g.w + b.w);
-            let d = b.mean() - g.mean();
-            let ssw = g.ss() + b.ss() + floor;
+            let d = x / h;
+            let ssw = (ss0 - x * x / h).max(0.0) + floor;
+            sig_fit.push((d, ssw));
             log_sum_exp(prior.iter().map(|&(pi, mu, tau)| {
                 let gg = tau * tau / scale2;
                 pi.ln()
@@ -543,7 +578,13 @@ pub(crate) fn belief(
         .max_by(|&a, &b| p[a].total_cmp(&p[b]))
         .unwrap_or(graph.bad());
     let (g, b) = sig_stats[sig_of[map] as usize];
-    let (change, noise) = if g.n > 0.0 && b.n > 0.0 {
+    let (change, noise) = if fixed.is_some() && g.n > 0.0 && b.n > 0.0 {
+        // A further step: its own size (the known one fitted apart), against the good level.
+        let (d, ssw) = sig_fit[sig_of[map] as usize];
+        let good_level = (1.0 + g.us / g.n).abs().max(1e-12);
+        let noise = (ssw / (count - 3.0).max(1.0)).sqrt() / good_level;
+        (d / good_level, noise)
+    } else if g.n > 0.0 && b.n > 0.0 {
         // Samples are relative to the median of all samples; the change and noise shown are
         // relative to the good level: (bad − good) / good.
         let good_level = (1.0 + g.us / g.n).abs().max(1e-12);
@@ -759,89 +800,22 @@ fn descendants(graph: &CandidateGraph, k: usize) -> Vec<bool> {
     m
 }
 
-/// One side of a change point, searched as a range of its own.
-struct Side {
-    /// Commits that may be this side's culprit.
-    allowed: Vec<bool>,
-    /// The evidence seen from inside the side (its lower end as `Point::Good`).
-    ev: Evidence,
-    /// The lower end, in the full range's terms.
-    low: Point,
-    belief: Belief,
-    /// Measured points inside the side (its lower end included).
-    measured: usize,
-}
-
-/// The range below `k` (commits that do not descend from it, the good endpoint as its lower
-/// end) or above it (descendants of k, k itself as the lower end).
-fn side(
+/// The point `k` is verified against (its first parent, or the good commit when that cannot
+/// be built) and the interleaved couples measured so far.
+fn verification<'a>(
     graph: &CandidateGraph,
-    ev: &Evidence,
-    settings: &Settings,
-    desc: &[bool],
+    ev: &'a Evidence,
     k: usize,
-    above: bool,
-    first_parent: &[bool],
-) -> Side {
-    let n = graph.len();
-    let low = if above {
-        Point::Candidate(k)
-    } else {
-        Point::Good
-    };
-    let inside = |p: Point| match p {
-        Point::Good => !above,
-        Point::Candidate(c) => c < n && (if above { desc[c] } else { !desc[c] }),
-    };
-    let map = |p: Point| if p == low { Point::Good } else { p };
-    let mut sub = Evidence {
-        costs: ev.costs,
-        untestable: ev.untestable.clone(),
-        ..Evidence::default()
-    };
-    for (&p, s) in &ev.samples {
-        if inside(p) {
-            sub.samples.insert(map(p), s.clone());
-        }
-    }
-    for (&p, &k) in &ev.pending {
-        if inside(p) {
-            sub.pending.insert(map(p), k);
-        }
-    }
-    for (&p, &k) in &ev.failed {
-        if inside(p) {
-            sub.failed.insert(map(p), k);
-        }
-    }
-    for (&(a, b), v) in &ev.pairs {
-        if inside(a) && inside(b) {
-            sub.pairs.insert((map(a), map(b)), v.clone());
-        }
-    }
-    for &p in &ev.built {
-        if inside(p) {
-            sub.built.insert(map(p));
-        }
-    }
-    let allowed: Vec<bool> = (0..n)
-        .map(|c| first_parent[c] && (if above { desc[c] && c != k } else { !desc[c] }))
-        .collect();
-    // Another change may go either way, whatever the user said about the first.
-    let neutral = Settings {
-        direction: None,
-        magnitude: None,
-        ..settings.clone()
-    };
-    let measured = sub.samples.len();
-    let belief = belief(graph, &sub, &neutral, &allowed, SIDE_NO_CHANGE_PRIOR);
-    Side {
-        allowed,
-        ev: sub,
-        low,
-        belief,
-        measured,
-    }
+) -> (Point, &'a [(f64, f64)]) {
+    let parent = graph
+        .first_parent(k)
+        .filter(|p| !ev.untestable.contains(p))
+        .map_or(Point::Good, Point::Candidate);
+    let pairs = ev
+        .pairs
+        .get(&(Point::Candidate(k), parent))
+        .map_or(&[][..], Vec::as_slice);
+    (parent, pairs)
 }
 
 /// Capacity in bits of one run for a step of `d` noise units (a binary-input Gaussian
@@ -1073,7 +1047,7 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
     } else {
         vec![true; n]
     };
-    let b = belief(graph, ev, settings, &allowed, NO_CHANGE_PRIOR);
+    let b = belief(graph, ev, settings, &allowed, NO_CHANGE_PRIOR, None);
     let assessments = assess(graph, ev, &b, conf);
     let mut findings = Findings {
         verification_alpha: VERIFY_ALPHA,
@@ -1250,15 +1224,8 @@ fn decide_with(
         if waiting && requests.len() < idle && pk >= verify_from && !ev.untestable.contains(&k) {
             // The search already points at one commit: its verification against the parent
             // needs no endpoint, so it can run while the endpoint builds.
-            let parent = graph
-                .first_parent(k)
-                .filter(|p| !ev.untestable.contains(p))
-                .map_or(Point::Good, Point::Candidate);
-            let have = ev
-                .pairs
-                .get(&(Point::Candidate(k), parent))
-                .map_or(0, Vec::len);
-            if have < 3 && pending_at(Point::Candidate(k)) == 0 && pending_at(parent) == 0 {
+            let (parent, have) = verification(graph, ev, k);
+            if have.len() < 3 && pending_at(Point::Candidate(k)) == 0 && pending_at(parent) == 0 {
                 requests.push(Request {
                     point: Point::Candidate(k),
                     runs: 3,
@@ -1309,14 +1276,7 @@ fn decide_with(
             });
         }
     } else if pk >= verify_from {
-        let parent = graph
-            .first_parent(k)
-            .filter(|p| !ev.untestable.contains(p))
-            .map_or(Point::Good, Point::Candidate);
-        let pairs = ev
-            .pairs
-            .get(&(Point::Candidate(k), parent))
-            .map_or(&[][..], Vec::as_slice);
+        let (parent, pairs) = verification(graph, ev, k);
         let need = verify_pairs(b);
         let e = paired_e(pairs, b.change.signum(), Some(b.noise * level_of_good(ev)));
         findings.verification_evalue = Some(e);
@@ -1332,135 +1292,137 @@ fn decide_with(
         );
         let verified = pk >= conf && pairs.len() >= 3 && e >= 1.0 / VERIFY_ALPHA;
         if verified {
-            // The predictive check: does one step explain the commits on either side of k?
-            let desc = descendants(graph, k);
-            let sides =
-                [false, true].map(|above| side(graph, ev, settings, &desc, k, above, allowed));
-            let mut changes: Vec<(usize, ChangePoint)> = Vec::new();
+            // The predictive check: is there a further step once this one is fitted? Its
+            // culprit may be anywhere (also on a branch merged above k); when there is one,
+            // each change point is judged given the other, so a commit between two steps
+            // that the one-step model preferred is not kept.
+            let neutral = Settings {
+                direction: None,
+                magnitude: None,
+                ..settings.clone()
+            };
+            let without = |x: usize| -> Vec<bool> {
+                let mut a = allowed.to_vec();
+                a[x] = false;
+                a
+            };
+            let given = |x: usize| {
+                belief(
+                    graph,
+                    ev,
+                    &neutral,
+                    &without(x),
+                    SIDE_NO_CHANGE_PRIOR,
+                    Some(&descendants(graph, x)),
+                )
+            };
+            let second = given(k);
+            let one_step = || {
+                let mut cp = change_point(graph, ev, b, conf, true);
+                cp.change = local_change(graph, ev, k).unwrap_or(cp.change);
+                cp
+            };
             let mut requests: Vec<Request> = Vec::new();
-            let mut settled = true;
-            for s in &sides {
-                let room = s.allowed.iter().any(|&a| a);
-                if !room || s.measured < 2 {
-                    continue;
-                }
-                let sb = &s.belief;
-                if sb.no_change <= MISFIT {
-                    findings.misfit = true;
-                    // Another change inside this side: search it as a range of its own.
-                    let (k2, p2) = sb.ranked.first().copied().unwrap_or((k, 0.0));
-                    let mut side_verified = false;
-                    if p2 >= verify_from && !ev.untestable.contains(&k2) {
-                        let parent2 = graph
-                            .first_parent(k2)
-                            .filter(|p| !ev.untestable.contains(p))
-                            .map_or(s.low, Point::Candidate);
-                        let pairs2 = ev
-                            .pairs
-                            .get(&(Point::Candidate(k2), parent2))
-                            .map_or(&[][..], Vec::as_slice);
-                        let e2 = paired_e(
-                            pairs2,
-                            sb.change.signum(),
-                            Some(sb.noise * level_of_good(&s.ev)),
-                        );
-                        side_verified = p2 >= conf && pairs2.len() >= 3 && e2 >= 1.0 / VERIFY_ALPHA;
-                        if !side_verified
-                            && pending_at(Point::Candidate(k2)) == 0
-                            && pending_at(parent2) == 0
-                        {
-                            let chunk =
-                                (verify_pairs(sb) as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
-                            requests.push(Request {
-                                point: Point::Candidate(k2),
-                                runs: chunk.min(2 * rpr),
-                                pair_with: Some(parent2),
-                            });
-                        }
-                    } else {
-                        let ds = if sb.noise > 0.0 {
-                            (sb.change / sb.noise).abs()
-                        } else {
-                            10.0
-                        };
-                        let r = runs_for(ds, build_in_runs, rpr);
-                        requests.extend(propose(
-                            graph,
-                            &s.ev,
-                            sb,
-                            &s.allowed,
-                            idle.saturating_sub(requests.len()).max(1),
-                            r,
-                            None,
-                            build_in_runs,
-                        ));
-                    }
-                    settled &= side_verified;
-                    let mut cp = change_point(graph, ev, sb, conf, side_verified);
-                    if let Some(c) = cp.culprit {
-                        cp.change = local_change(graph, ev, c).unwrap_or(cp.change);
-                    }
-                    changes.push((cp.candidates.first().map_or(k, |t| t.0), cp));
-                } else if sb.no_change < SIDE_CLEAR {
-                    // Unsure whether this side moved: measure its ends again (no new build),
-                    // until they know their levels to a small fraction of the first change.
-                    let ends = if s.low == Point::Good {
-                        [Point::Good, parent]
-                    } else {
-                        [Point::Candidate(k), bad_point]
-                    };
-                    let enough = (SIDE_ENDS / d.max(1e-3)).powi(2);
-                    let mut short_ends: Vec<Point> = ends
-                        .into_iter()
-                        .filter(|&p| (ev.at(p).len() as f64) < enough)
-                        .collect();
-                    if short_ends.is_empty() {
-                        continue;
-                    }
-                    settled = false;
-                    short_ends.sort_by_key(|&p| ev.at(p).len());
-                    for p in short_ends {
-                        if pending_at(p) == 0 && !requests.iter().any(|r| r.point == p) {
-                            requests.push(Request::new(p, runs.max(2)));
-                        }
-                    }
-                }
-            }
-            let mut cp = change_point(graph, ev, b, conf, true);
-            cp.change = local_change(graph, ev, k).unwrap_or(cp.change);
-            if changes.is_empty() && settled {
-                findings.changes = vec![cp];
+            // However likely one step is, k must survive the likeliest second step: given
+            // that one, k must keep the target (a commit between two steps would not).
+            let k2 = second.ranked.first().map_or(k, |t| t.0);
+            let first = given(k2);
+            let holds = first
+                .ranked
+                .first()
+                .is_some_and(|&(c, p)| c == k && p >= conf);
+            if second.no_change >= SIDE_CLEAR && holds {
+                findings.changes = vec![one_step()];
                 return Decision::Done(Outcome::Found {
                     culprit: k,
                     confidence: pk,
                 });
             }
-            changes.push((k, cp));
-            changes.sort_by_key(|(c, _)| *c);
-            let list: Vec<ChangePoint> = changes.into_iter().map(|(_, c)| c).collect();
-            findings.changes = list.clone();
-            if !findings.misfit {
-                // Only the side check is unsettled.
+            let proposals = |bl: &Belief, requests: &mut Vec<Request>| {
+                let ds = if bl.noise > 0.0 {
+                    (bl.change / bl.noise).abs()
+                } else {
+                    10.0
+                };
+                let r = runs_for(ds, build_in_runs, rpr);
+                let slots = idle.saturating_sub(requests.len()).max(1);
+                for q in propose(graph, ev, bl, allowed, slots, r, None, build_in_runs) {
+                    if !requests.iter().any(|x| x.point == q.point) {
+                        requests.push(q);
+                    }
+                }
+            };
+            if second.no_change > MISFIT {
+                // Unsure whether another step exists (search for it where it would be), or
+                // sure enough but k does not survive it (search where the first step would
+                // then be).
+                let doubt = if second.no_change >= SIDE_CLEAR {
+                    &first
+                } else {
+                    &second
+                };
+                proposals(doubt, &mut requests);
                 requests.truncate(idle);
-                let why = format!(
-                    "checking that one change explains the range around {}: {}",
-                    short(graph, k),
-                    describe(graph, b)
-                );
-                let budget_left = budget > 0;
-                if !budget_left || requests.is_empty() {
+                if budget == 0 || cap(requests.clone(), budget).is_empty() {
                     if in_flight > 0 {
                         return Decision::Wait {
                             phase: Phase::Verifying,
                         };
                     }
-                    return Decision::Done(Outcome::Found {
-                        culprit: k,
-                        confidence: pk,
-                    });
+                    if holds {
+                        findings.changes = vec![one_step()];
+                        return Decision::Done(Outcome::Found {
+                            culprit: k,
+                            confidence: pk,
+                        });
+                    }
+                    return run_out(", and a second change would move the first");
                 }
+                let why = format!(
+                    "checking that one change explains the range around {}: P(no further change) {:.3}; {}",
+                    short(graph, k),
+                    second.no_change,
+                    describe(graph, b)
+                );
                 return measure(Phase::Verifying, requests, why);
             }
+            findings.misfit = true;
+            // Two steps: each change point given the other.
+            let k1 = first.ranked.first().map_or(k, |t| t.0);
+            let mut pair = [(k1, first), (k2, second)];
+            pair.sort_by_key(|(c, _)| *c);
+            let mut settled = true;
+            let mut list: Vec<ChangePoint> = Vec::new();
+            for (c, bl) in &pair {
+                let (c, pc) = (*c, bl.ranked.first().map_or(0.0, |t| t.1));
+                let (parent, cpairs) = verification(graph, ev, c);
+                let ec = paired_e(
+                    cpairs,
+                    bl.change.signum(),
+                    Some(bl.noise * level_of_good(ev)),
+                );
+                let ok = pc >= conf && cpairs.len() >= 3 && ec >= 1.0 / VERIFY_ALPHA;
+                settled &= ok;
+                if !ok {
+                    if pc >= verify_from && !ev.untestable.contains(&c) {
+                        if pending_at(Point::Candidate(c)) == 0 && pending_at(parent) == 0 {
+                            let chunk =
+                                (verify_pairs(bl) as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+                            requests.push(Request {
+                                point: Point::Candidate(c),
+                                runs: chunk.min(2 * rpr),
+                                pair_with: Some(parent),
+                            });
+                        }
+                    } else {
+                        proposals(bl, &mut requests);
+                    }
+                }
+                let mut cp = change_point(graph, ev, bl, conf, ok);
+                cp.change = local_change(graph, ev, c).unwrap_or(cp.change);
+                list.push(cp);
+            }
+            findings.changes = list.clone();
             let names: Vec<String> = list
                 .iter()
                 .map(|c| match c.culprit {
@@ -1480,8 +1442,7 @@ fn decide_with(
                 });
             }
             requests.truncate(idle);
-            let cap_reached = budget == 0 || cap(requests.clone(), budget).is_empty();
-            if cap_reached {
+            if budget == 0 || cap(requests.clone(), budget).is_empty() {
                 if in_flight > 0 {
                     return Decision::Wait {
                         phase: Phase::Searching,

@@ -488,3 +488,40 @@ fn a_contrary_direction_hint_is_reported() {
     );
     assert!(!e.findings.direction_contradicted);
 }
+
+#[test]
+fn a_second_step_merged_from_a_branch_is_named_at_its_commit_not_at_the_merge() {
+    // 0-1-2-3-4-----7-8-9 (9: bad); 5-6 branch off 1 and merge at 7. Steps at 3 and at 6:
+    // seen from the mainline the second step arrives with the merge 7, but 6 made it.
+    let parents = vec![
+        vec![],
+        vec![0],
+        vec![1],
+        vec![2],
+        vec![3],
+        vec![1],
+        vec![5],
+        vec![4, 6],
+        vec![7],
+        vec![8],
+    ];
+    let ids = (0..parents.len()).map(|i| format!("c{i}")).collect();
+    let graph = CandidateGraph::new(ids, parents).expect("a valid DAG");
+    for seed in 0..6 {
+        let w = World {
+            graph: graph.clone(),
+            culprit: Some(3),
+            delta: 0.03,
+            noise: Noise::Gaussian { cv: 0.01 },
+            untestable: BTreeSet::new(),
+            incomplete_rate: 0.0,
+            lab: perfbisect_engine::sim::Lab {
+                extra_changes: vec![(6, 0.03)],
+                ..Default::default()
+            },
+        };
+        let t = run_trial(&w, &Settings::default(), seed);
+        assert!(!t.stalled, "seed {seed}: {t:?}");
+        assert_eq!(t.named(), vec![3, 6], "seed {seed}: {:?}", t.outcome);
+    }
+}

@@ -366,6 +366,14 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                             let truth = world.culprits();
                             let found = !named.is_empty();
                             let wrong = named.iter().any(|c| !truth.contains(c));
+                            if wrong {
+                                // A wrong culprit is the failure that matters most: name the
+                                // trial so it can be replayed with --trace.
+                                eprintln!(
+                                    "{}: seed {seed} named {named:?}, planted {truth:?}",
+                                    cell.name()
+                                );
+                            }
                             let in_set = match (&trial.outcome, world.culprit) {
                                 (Outcome::Found { culprit, .. }, Some(c)) => *culprit == c,
                                 (Outcome::Inconclusive { candidates, .. }, Some(c)) => {
