@@ -32,6 +32,10 @@ use std::fmt::Write;
 
 /// Prior probability that the range holds no change at all.
 const NO_CHANGE_PRIOR: f64 = 0.2;
+/// The endpoints are measured until "no change" falls below this. They answer "is there a
+/// change at all" best (the bad one carries it under every hypothesis); a search that starts
+/// while "no change" is still likely fits noise at whichever split looks best.
+const REPRODUCED: f64 = 0.25;
 /// Each endpoint is topped up to at least this share of all samples while searching.
 const ENDPOINT_SHARE: f64 = 0.12;
 /// An endpoint is measured when its side holds less than this fraction of the other's
@@ -62,6 +66,9 @@ const SIDE_NO_CHANGE_PRIOR: f64 = 0.5;
 const MISFIT: f64 = 0.02;
 /// A side whose "no change" is at least this is taken as clean; between, it is measured more.
 const SIDE_CLEAR: f64 = 0.5;
+/// Second steps whose conditional fit is computed to see whether the
+/// first change point survives them.
+const SURVIVAL_TERMS: usize = 12;
 /// The engine's measured overhead over the information bound, for predictions.
 const PREDICT_OVERHEAD: f64 = 2.5;
 /// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
@@ -86,6 +93,8 @@ pub(crate) struct Belief {
     pub tail: Option<f64>,
     /// The most probable candidates (up to 64), by decreasing probability.
     pub ranked: Vec<(usize, f64)>,
+    /// Per candidate, which measured points descend from it (an id: equal ids, equal sets).
+    pub signature: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -604,6 +613,7 @@ pub(crate) fn belief(
         samples,
         tail,
         ranked,
+        signature: sig_of,
     }
 }
 
@@ -1182,13 +1192,17 @@ fn decide_with(
     // Reproducing: both endpoints measured, and a change more likely than not.
     let min_end = rpr.min(3) as usize;
     let n_end = |p: Point| ev.at(p).len();
-    if endpoints.iter().any(|&p| n_end(p) < min_end) || b.no_change > 0.5 {
-        let endpoint_runs: u32 = endpoints
-            .iter()
-            .map(|&p| n_end(p) as u32 + ev.failed.get(&p).copied().unwrap_or(0))
-            .sum();
-        if endpoints.iter().all(|&p| n_end(p) >= min_end) && endpoint_runs >= settings.max_runs / 4
-        {
+    let endpoint_runs: u32 = endpoints
+        .iter()
+        .map(|&p| n_end(p) as u32 + ev.failed.get(&p).copied().unwrap_or(0))
+        .sum();
+    let endpoints_spent = endpoint_runs >= settings.max_runs / 4;
+    // A change that is more likely than not is searched for once half the budget went to
+    // the endpoints.
+    let unsure =
+        b.no_change > 0.5 || (b.no_change > REPRODUCED && endpoint_runs < settings.max_runs / 2);
+    if endpoints.iter().any(|&p| n_end(p) < min_end) || unsure {
+        if endpoints.iter().all(|&p| n_end(p) >= min_end) && endpoints_spent && b.no_change > 0.5 {
             let reason = format!(
                 "no change of interest after {endpoint_runs} runs of the endpoints: {}",
                 describe(graph, b)
@@ -1323,14 +1337,49 @@ fn decide_with(
                 cp
             };
             let mut requests: Vec<Request> = Vec::new();
-            // However likely one step is, k must survive the likeliest second step: given
-            // that one, k must keep the target (a commit between two steps would not).
+            // k must hold the target also when a second step may exist: P(k is a change
+            // point) ≈ P(no further step)·P(k) + Σ P(second at k₂)·P(k | k₂), summed over
+            // the likeliest k₂ and counting the rest as against k (a commit between two
+            // steps would not survive them).
+            // A second step at a commit no measured point tells from k (the same points
+            // descend from both) is k's own step seen twice: it leaves k as it is.
+            let twin_sig = second.signature[k];
             let k2 = second.ranked.first().map_or(k, |t| t.0);
             let first = given(k2);
-            let holds = first
-                .ranked
-                .first()
-                .is_some_and(|&(c, p)| c == k && p >= conf);
+            // A second step the data do not favour (posterior below its prior) fits like no
+            // further step, so k keeps its probability under it; the favoured ones are
+            // fitted once per set of measured points they explain (the likeliest first),
+            // and any left over count against k.
+            let allowed_second = allowed.iter().filter(|&&a| a).count().saturating_sub(1);
+            let prior_each = (1.0 - SIDE_NO_CHANGE_PRIOR) / allowed_second.max(1) as f64;
+            let mut survives = second.no_change * pk;
+            let mut favoured: Vec<(usize, f64)> = Vec::new();
+            for (c2, &p2) in second.p.iter().enumerate() {
+                if p2 <= prior_each || second.signature[c2] == twin_sig {
+                    survives += p2 * pk;
+                } else {
+                    favoured.push((c2, p2));
+                }
+            }
+            favoured.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let mut fitted: HashMap<u32, f64> = HashMap::new();
+            for (c2, p2) in favoured {
+                if survives >= conf {
+                    break;
+                }
+                let sig = second.signature[c2];
+                let at_k = match fitted.get(&sig) {
+                    Some(&x) => x,
+                    None if fitted.len() < SURVIVAL_TERMS => {
+                        let x = if c2 == k2 { first.p[k] } else { given(c2).p[k] };
+                        fitted.insert(sig, x);
+                        x
+                    }
+                    None => 0.0,
+                };
+                survives += p2 * at_k;
+            }
+            let holds = survives >= conf;
             if second.no_change >= SIDE_CLEAR && holds {
                 findings.changes = vec![one_step()];
                 return Decision::Done(Outcome::Found {
@@ -1362,6 +1411,20 @@ fn decide_with(
                     &second
                 };
                 proposals(doubt, &mut requests);
+                let (parent, _) = verification(graph, ev, k);
+                if requests.is_empty()
+                    && pending_at(Point::Candidate(k)) == 0
+                    && pending_at(parent) == 0
+                {
+                    // Nothing left to split: more couples of k and its parent pin both
+                    // levels, which is what the doubt is about.
+                    let chunk = (verify_pairs(b) as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+                    requests.push(Request {
+                        point: Point::Candidate(k),
+                        runs: chunk.min(2 * rpr),
+                        pair_with: Some(parent),
+                    });
+                }
                 requests.truncate(idle);
                 if budget == 0 || cap(requests.clone(), budget).is_empty() {
                     if in_flight > 0 {
@@ -1379,9 +1442,10 @@ fn decide_with(
                     return run_out(", and a second change would move the first");
                 }
                 let why = format!(
-                    "checking that one change explains the range around {}: P(no further change) {:.3}; {}",
+                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}; {}",
                     short(graph, k),
                     second.no_change,
+                    survives,
                     describe(graph, b)
                 );
                 return measure(Phase::Verifying, requests, why);
