@@ -418,6 +418,8 @@ pub(crate) fn belief(
                 .collect()
         })
         .collect();
+    // Host drift, fitted within re-measured points, is taken out first.
+    let zs = crate::drift::detrend(ev, &points, zs);
     let good_i = points.iter().position(|&p| p == Point::Good);
     let bad_i = points
         .iter()

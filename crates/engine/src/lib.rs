@@ -19,6 +19,7 @@
 mod bayes;
 mod dag;
 mod decide;
+mod drift;
 pub mod sim;
 mod stats;
 pub mod synth;
@@ -54,6 +55,17 @@ pub struct Evidence {
     pub built: BTreeSet<Point>,
     /// What a build and a run cost on this job, measured by the caller from finished tasks.
     pub costs: Costs,
+    /// When and on which host each sample of `samples` was taken (same order and length per
+    /// point). Empty, or not matching `samples`: the engine assumes a host that neither
+    /// drifts nor differs from the others.
+    pub taken: BTreeMap<Point, Vec<Taken>>,
+}
+
+/// When (any increasing clock, e.g. seconds since the epoch) and where one sample was taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Taken {
+    pub at: f64,
+    pub host: i64,
 }
 
 /// Machine time of one build and one run, in seconds (0: not measured yet). The engine only

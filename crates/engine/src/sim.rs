@@ -285,11 +285,14 @@ pub fn run_trial_observed(
             }
             Decision::Measure { requests, .. } => {
                 rounds += 1;
-                for Request {
-                    point,
-                    runs: k,
-                    pair_with,
-                } in requests
+                for (
+                    slot,
+                    Request {
+                        point,
+                        runs: k,
+                        pair_with,
+                    },
+                ) in requests.into_iter().enumerate()
                 {
                     let points: Vec<Point> = std::iter::once(point).chain(pair_with).collect();
                     for &p in &points {
@@ -318,6 +321,11 @@ pub fn run_trial_observed(
                                 * (1.0 + host)
                                 * (1.0 + noise_at(p) * world.noise.draw(&mut rng, clock));
                             ev.samples.entry(p).or_default().push(y);
+                            ev.taken.entry(p).or_default().push(crate::Taken {
+                                at: clock as f64,
+                                // Each request of a round runs on a host of its own.
+                                host: slot as i64,
+                            });
                             couple.push(y);
                         }
                         if let (Some(q), [a, b]) = (pair_with, couple.as_slice()) {

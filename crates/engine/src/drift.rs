@@ -1,0 +1,210 @@
+//! Host drift, blocked out with the points measured more than once.
+//!
+//! When the evidence says when each sample was taken, a trend in time (a polynomial of
+//! degree 1 to [`MAX_DEGREE`]) is fitted *within* points: every point keeps a free level of
+//! its own, so only a point's samples taken at different times (the endpoints, re-measured
+//! commits, verification couples) say anything about the trend, and a level difference
+//! between points (a change) can never be read as drift. The trend is kept only when it is
+//! more probable than "no drift" (Zellner's g-prior Bayes factor and the prior odds against
+//! a drifting host), and is then removed from every sample before the hypotheses are
+//! compared.
+
+use crate::{Evidence, Point};
+
+/// Highest degree of the time trend considered.
+const MAX_DEGREE: usize = 3;
+/// Within-point degrees of freedom needed before a trend is considered: with fewer, a few
+/// re-measured points that happened to come out higher the second time look like drift.
+const MIN_FREE: usize = 30;
+/// Prior probability that the host's level moves with time during a bisect.
+const DRIFT_PRIOR: f64 = 0.1;
+
+/// `zs` (relative samples by point, finite ones only, in `ev.samples` order) with the drift
+/// removed, or `zs` unchanged when timing is unknown or there is no clear drift.
+pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
+    // When each kept sample was taken; every point must say, for all of its samples.
+    let mut times: Vec<Vec<f64>> = Vec::with_capacity(zs.len());
+    for (p, z) in points.iter().zip(&zs) {
+        let (Some(t), raw) = (ev.taken.get(p), ev.at(*p)) else {
+            return zs;
+        };
+        if t.len() != raw.len() {
+            return zs;
+        }
+        let kept: Vec<f64> = raw
+            .iter()
+            .zip(t)
+            .filter(|(y, _)| y.is_finite())
+            .map(|(_, t)| t.at)
+            .collect();
+        if kept.len() != z.len() {
+            return zs;
+        }
+        times.push(kept);
+    }
+    let all = times.iter().flatten().copied();
+    let (t0, t1) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
+        (a.min(t), b.max(t))
+    });
+    if t1 <= t0 || !t1.is_finite() {
+        return zs;
+    }
+    let u = |t: f64| (t - t0) / (t1 - t0) - 0.5;
+    let n: usize = zs.iter().map(Vec::len).sum();
+    let free = n.saturating_sub(zs.iter().filter(|z| !z.is_empty()).count());
+    if free < MIN_FREE {
+        return zs;
+    }
+    // Within-point residuals of the samples (the baseline) and of each power of time.
+    let demean = |v: &[f64]| {
+        let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
+        v.iter().map(|x| x - m).collect::<Vec<f64>>()
+    };
+    let y: Vec<f64> = zs.iter().flat_map(|z| demean(z)).collect();
+    let cols: Vec<Vec<f64>> = (1..=MAX_DEGREE)
+        .map(|k| {
+            times
+                .iter()
+                .flat_map(|t| demean(&t.iter().map(|&t| u(t).powi(k as i32)).collect::<Vec<_>>()))
+                .collect()
+        })
+        .collect();
+    let ss = |r: &[f64]| r.iter().map(|x| x * x).sum::<f64>();
+    let nf = free as f64;
+    let ss0 = ss(&y);
+    if ss0 <= 0.0 {
+        return zs;
+    }
+    // Log posterior odds of each trend against none: Zellner's g-prior Bayes factor with
+    // unit information (g = n), exact for Gaussian noise (Liang et al., 2008), times the
+    // prior odds of a drifting host.
+    let g = nf;
+    let prior_odds = (DRIFT_PRIOR / (1.0 - DRIFT_PRIOR)).ln();
+    let mut best = (0.0, 0usize, Vec::new());
+    for degree in 1..=MAX_DEGREE {
+        let Some(beta) = least_squares(&cols[..degree], &y) else {
+            continue;
+        };
+        let resid: Vec<f64> = (0..y.len())
+            .map(|i| y[i] - (0..degree).map(|k| beta[k] * cols[k][i]).sum::<f64>())
+            .collect();
+        let r2 = (1.0 - ss(&resid) / ss0).clamp(0.0, 1.0);
+        let k = degree as f64;
+        let log_bf = (nf - k) / 2.0 * (1.0 + g).ln() - nf / 2.0 * (1.0 + g * (1.0 - r2)).ln();
+        let log_odds = log_bf + prior_odds;
+        if log_odds > best.0 {
+            // The posterior mean of the coefficients shrinks the fit by g / (1 + g).
+            let shrunk = beta.iter().map(|b| b * g / (1.0 + g)).collect();
+            best = (log_odds, degree, shrunk);
+        }
+    }
+    let (_, degree, beta) = best;
+    if degree == 0 {
+        return zs;
+    }
+    zs.into_iter()
+        .zip(&times)
+        .map(|(z, t)| {
+            z.iter()
+                .zip(t)
+                .map(|(&x, &t)| {
+                    x - (0..degree)
+                        .map(|k| beta[k] * u(t).powi(k as i32 + 1))
+                        .sum::<f64>()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The least-squares coefficients of `y` on `cols` (normal equations, Gauss–Jordan), or None
+/// when the columns are (nearly) collinear.
+fn least_squares(cols: &[Vec<f64>], y: &[f64]) -> Option<Vec<f64>> {
+    let m = cols.len();
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let mut a: Vec<Vec<f64>> = (0..m)
+        .map(|i| {
+            let mut row: Vec<f64> = (0..m).map(|j| dot(&cols[i], &cols[j])).collect();
+            row.push(dot(&cols[i], y));
+            row
+        })
+        .collect();
+    for c in 0..m {
+        let p = (c..m).max_by(|&x, &z| a[x][c].abs().total_cmp(&a[z][c].abs()))?;
+        a.swap(c, p);
+        let d = a[c][c];
+        if d.abs() <= 1e-12 * (1.0 + a[c].iter().map(|x| x.abs()).fold(0.0, f64::max)) {
+            return None;
+        }
+        for x in a[c][c..=m].iter_mut() {
+            *x /= d;
+        }
+        let pivot = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != c {
+                let f = row[c];
+                for (x, p) in row[c..=m].iter_mut().zip(&pivot[c..=m]) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    Some(a.iter().map(|row| row[m]).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Taken;
+
+    fn ev_of(points: &[(Point, Vec<(f64, f64)>)]) -> Evidence {
+        let mut ev = Evidence::default();
+        for (p, v) in points {
+            ev.samples.insert(*p, v.iter().map(|x| x.1).collect());
+            ev.taken
+                .insert(*p, v.iter().map(|x| Taken { at: x.0, host: 0 }).collect());
+        }
+        ev
+    }
+
+    #[test]
+    fn a_drift_seen_by_a_re_measured_point_is_removed_and_a_step_between_points_is_kept() {
+        // The good commit measured early and late drifts by 0.5 per unit of time; the bad
+        // commit, measured once in the middle, sits 3 above.
+        let jitter = |i: i32| if i % 2 == 0 { 0.01 } else { -0.01 };
+        let good: Vec<(f64, f64)> = (0..20)
+            .chain(80..100)
+            .map(|i| (f64::from(i), 0.5 * f64::from(i) + jitter(i)))
+            .collect();
+        let bad: Vec<(f64, f64)> = (45..55)
+            .map(|i| (f64::from(i), 0.5 * f64::from(i) + 3.0 + jitter(i)))
+            .collect();
+        let points = [Point::Good, Point::Candidate(0)];
+        let ev = ev_of(&[(points[0], good.clone()), (points[1], bad.clone())]);
+        let zs = vec![
+            good.iter().map(|x| x.1).collect(),
+            bad.iter().map(|x| x.1).collect(),
+        ];
+        let out = detrend(&ev, &points, zs);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let spread = out[0]
+            .iter()
+            .map(|x| (x - mean(&out[0])).abs())
+            .fold(0.0, f64::max);
+        // 50 before; what is left is the g-prior's shrinkage, 1 / (1 + n) of the trend.
+        assert!(spread < 1.5, "good after detrending: {:?}", out[0]);
+        let step = mean(&out[1]) - mean(&out[0]);
+        assert!((step - 3.0).abs() < 0.2, "step {step}");
+    }
+
+    #[test]
+    fn without_drift_the_samples_are_unchanged() {
+        let good: Vec<(f64, f64)> = (0..60)
+            .map(|i| (i as f64, if i % 3 == 0 { 0.02 } else { -0.01 }))
+            .collect();
+        let points = [Point::Good];
+        let ev = ev_of(&[(points[0], good.clone())]);
+        let zs = vec![good.iter().map(|x| x.1).collect::<Vec<f64>>()];
+        assert_eq!(detrend(&ev, &points, zs.clone()), zs);
+    }
+}
