@@ -256,6 +256,11 @@ pub fn progress_line(b: &Bisect) -> String {
         _ => line += &format!(" candidates {}", b.candidates_total),
     }
     line += &format!(" · runs {}/{}", b.runs_done, b.max_runs);
+    if let Some(p) = b.findings.as_ref().and_then(|f| f.prediction.as_ref())
+        && !perfbisect_wire::api::status_is_final(&b.status)
+    {
+        line += &format!(" · about {} more predicted", p.runs);
+    }
     if let Some(eta) = b.progress.as_ref().and_then(|p| p.eta_secs)
         && !perfbisect_wire::api::status_is_final(&b.status)
     {
@@ -289,6 +294,7 @@ pub fn render(b: &Bisect) -> String {
         // The reason's first line is a sentence; the rest is detail for `--json`.
         out.push_str(&format!("  {}\n", r.lines().next().unwrap_or("")));
     }
+    out.push_str(&crate::findings::render(b));
     let culprit = b.culprit.as_ref().map(|c| c.commit.sha.as_str());
     out.push_str(&format!(
         "\n  {:<12} {:<13} {:<9} {:>3} {:>12} {:>12} {:>8} {:>9}  {}\n",
@@ -338,7 +344,11 @@ pub fn render(b: &Bisect) -> String {
 
 /// Six significant digits, no exponent for ordinary magnitudes: `1218093`, `0.0123457`.
 fn fmt_num(v: f64) -> String {
-    if v != 0.0 && (v.abs() >= 1e12 || v.abs() < 1e-4) {
+    // log10(0) is −∞: a zero (a stddev of identical runs) has no digits to count.
+    if v == 0.0 {
+        return "0".into();
+    }
+    if v.abs() >= 1e12 || v.abs() < 1e-4 {
         format!("{v:.5e}")
     } else {
         let digits = (5 - v.abs().log10().floor() as i32).max(0) as usize;
@@ -406,6 +416,7 @@ mod tests {
     #[test]
     fn numbers_probabilities_and_exit_codes() {
         assert_eq!(fmt_num(1218093.0), "1218093");
+        assert_eq!(fmt_num(0.0), "0");
         assert_eq!(fmt_num(1.214e9), "1214000000");
         assert_eq!(fmt_num(23.456789), "23.4568");
         assert_eq!(probability(0.9998), "99.98%");

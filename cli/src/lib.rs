@@ -4,6 +4,7 @@
 pub mod api;
 pub mod demo;
 pub mod example;
+pub mod findings;
 pub mod loadtest;
 pub mod metrics_check;
 pub mod processes;

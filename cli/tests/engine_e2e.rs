@@ -1,11 +1,15 @@
 //! The engine's verdicts on real processes (issue 9): a range whose good commit builds slowly
 //! (runs must not pile onto the bad endpoint while it builds), and a range with two planted
-//! steps (both reported, each with its size). Real `perfbisect server` and two `perfbisect
-//! worker` children, the suite's PostgreSQL and git repositories made here with `git`.
+//! steps (both reported, each with its size, in the API, the report, the mail and the
+//! dashboard). Real `perfbisect server` and two `perfbisect worker` children, the suite's
+//! PostgreSQL, a real SMTP server and git repositories made here with `git`.
 
 mod common;
+#[path = "support/mail.rs"]
+mod mail;
 
 use common::Lab;
+use mail::{Sink, get, server_with_mail, until_mail_state};
 use perfbisect_cli::demo::watch;
 use perfbisect_wire::api::{Bisect, SubmitBisect};
 use std::path::Path;
@@ -98,7 +102,7 @@ async fn events(lab: &Lab, id: i64) -> String {
         .join("\n")
 }
 
-async fn bisect(lab: &Lab, repo: &Path) -> Bisect {
+async fn bisect(lab: &Lab, repo: &Path, notify: &[&str]) -> Bisect {
     lab.api
         .add_repository("steps", &repo.display().to_string())
         .await
@@ -115,7 +119,7 @@ async fn bisect(lab: &Lab, repo: &Path) -> Bisect {
             magnitude_pct: None,
             confidence: None,
             max_runs: None,
-            notify: vec![],
+            notify: notify.iter().map(|s| s.to_string()).collect(),
             use_merge_base: false,
             first_parent: false,
         })
@@ -141,7 +145,7 @@ async fn a_slow_good_build_does_not_pile_runs_on_the_bad_endpoint() {
         .collect();
     let repo = lab.path().join("slow-good");
     let shas = make_repo(&repo, &levels, 0.005, 12);
-    let done = bisect(&lab, &repo).await;
+    let done = bisect(&lab, &repo, &[]).await;
     assert_eq!(
         done.status,
         "found",
@@ -174,7 +178,8 @@ async fn a_slow_good_build_does_not_pile_runs_on_the_bad_endpoint() {
 async fn two_planted_steps_are_both_reported_with_their_sizes() {
     // 30 commits, +10% at commit 10 and another +10% at commit 22, 1% noise.
     let lab = Lab::new().await;
-    let _server = lab.server(30).await;
+    let sink = Sink::start(&lab, "smtp", &[]);
+    let _server = server_with_mail(&lab, 30, &[("PERFBISECT_SMTP_URL", sink.url())]).await;
     let _w1 = lab.worker("w1");
     let _w2 = lab.worker("w2");
     let levels: Vec<f64> = (0..30)
@@ -182,7 +187,7 @@ async fn two_planted_steps_are_both_reported_with_their_sizes() {
         .collect();
     let repo = lab.path().join("two-steps");
     let shas = make_repo(&repo, &levels, 0.01, 0);
-    let done = bisect(&lab, &repo).await;
+    let done = bisect(&lab, &repo, &["dev@example.invalid"]).await;
     assert_eq!(
         done.status,
         "found",
@@ -208,4 +213,82 @@ async fn two_planted_steps_are_both_reported_with_their_sizes() {
         reason.contains(&shas[10][..12]) && reason.contains(&shas[22][..12]),
         "{reason}"
     );
+
+    // Every surface shows both culprits, each with its size as the findings give it.
+    let sizes: Vec<String> = named
+        .iter()
+        .map(|(_, c)| format!("{:+.1}%", 100.0 * c))
+        .collect();
+    let id = done.id;
+    // The API's JSON, as served.
+    let (status, json) = get(&lab, &format!("/api/v1/bisects/{id}")).await;
+    assert_eq!(status, 200, "{json}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let steps = json["findings"]["changes"].as_array().unwrap();
+    assert_eq!(steps[0]["culprit"], shas[10].as_str());
+    assert_eq!(steps[1]["culprit"], shas[22].as_str());
+    // The report: a line per step with its size, probability and commit.
+    let (status, report) = get(&lab, &format!("/api/v1/bisects/{id}/report")).await;
+    assert_eq!(status, 200, "{report}");
+    let step_lines = |text: &str| {
+        for ((sha, _), size) in named.iter().zip(&sizes) {
+            let line = text
+                .lines()
+                .find(|l| l.contains(&sha[..10]) && l.trim_start().starts_with(size.as_str()))
+                .unwrap_or_else(|| panic!("no line with {size} and {sha}:\n{text}"));
+            assert!(line.contains('%'), "{line}");
+        }
+        assert!(
+            text.contains("more than one change of steps.score"),
+            "{text}"
+        );
+    };
+    step_lines(&report);
+    // The delivered mail carries the same report.
+    until_mail_state(&lab, id, "sent", Duration::from_secs(120)).await;
+    let mail = sink
+        .messages()
+        .into_iter()
+        .find(|m| m.text.as_deref().is_some_and(|t| t.contains("noticed")))
+        .expect("the report's mail");
+    step_lines(mail.text.as_deref().unwrap());
+    // `perfbisect status`, the real command.
+    let out = Command::new(common::EXE)
+        .args(["status", &id.to_string(), "--server", lab.api.base()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let status_text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        status_text.contains("more than one change, in history order:"),
+        "{status_text}"
+    );
+    for ((sha, _), size) in named.iter().zip(&sizes) {
+        assert!(
+            status_text
+                .lines()
+                .any(|l| l.contains(&sha[..12]) && l.trim_start().starts_with(size.as_str())),
+            "{size} {sha}: {status_text}"
+        );
+    }
+    // The dashboard's bisect page: the change points' table.
+    let (status, page) = get(&lab, &format!("/bisects/{id}")).await;
+    assert_eq!(status, 200);
+    let table = &page[page
+        .find("id=\"changes\"")
+        .expect("the change points' table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let mut at = 0;
+    for ((sha, _), size) in named.iter().zip(&sizes) {
+        // In history order: each step after the one before it.
+        let row = at
+            + table[at..]
+                .find(size.as_str())
+                .unwrap_or_else(|| panic!("{size}: {table}"));
+        let commit = row
+            + table[row..]
+                .find(&format!("data-sha=\"{sha}\""))
+                .expect("its commit");
+        at = commit;
+    }
 }

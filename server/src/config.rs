@@ -57,6 +57,12 @@ pub struct ServerConfig {
     /// Without it the cluster listens only on a private Unix socket in the data directory.
     #[arg(long, env = "PERFBISECT_EMBEDDED_PG_LISTEN")]
     pub embedded_pg_listen: Option<std::net::IpAddr>,
+    /// The most runs a bisect may take. Its budget follows from the engine's prediction
+    /// after the endpoints (three times the predicted runs, at least 40 more), never above
+    /// this nor above the submitter's `max_runs`.
+    #[arg(long, env = "PERFBISECT_MAX_RUNS_CEILING", default_value_t = crate::budget::DEFAULT_CEILING,
+          value_parser = clap::value_parser!(u32).range(2..=1_000_000))]
+    pub max_runs_ceiling: u32,
     #[command(flatten)]
     pub mail: Box<crate::notify::MailConfig>,
     /// How the mirrors reach remote repositories (https CA and credentials, ssh key).

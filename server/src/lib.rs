@@ -7,6 +7,7 @@ pub mod allocator;
 pub mod api;
 pub mod assessing;
 pub mod auth;
+pub mod budget;
 pub mod change;
 pub mod config;
 pub mod dashboard;
@@ -25,6 +26,7 @@ pub mod pg;
 pub mod progress;
 pub mod queue;
 pub mod repo_policy;
+pub mod report_findings;
 pub mod report_input;
 pub mod scheduler;
 pub mod store;
@@ -53,6 +55,8 @@ pub struct AppState {
     pub graphs: graphs::GraphCache,
     /// Who may read (`--require-read-token`, `--trusted-user-header`).
     pub access: Arc<auth::ReadAccess>,
+    /// The most runs a bisect may take (`--max-runs-ceiling`, see `budget`).
+    pub max_runs_ceiling: u32,
 }
 
 impl AppState {
@@ -72,6 +76,7 @@ impl AppState {
             mail: Arc::new(notify::MailSettings::default()),
             graphs: graphs::GraphCache::default(),
             access: Arc::default(),
+            max_runs_ceiling: budget::DEFAULT_CEILING,
         }
     }
 }
@@ -128,6 +133,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     state.mail = Arc::new(config.mail.settings()?);
     state.mirrors = state.mirrors.clone().with_auth((*config.git).clone());
     state.access = Arc::new(config.read_access()?);
+    state.max_runs_ceiling = config.max_runs_ceiling;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;

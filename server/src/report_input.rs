@@ -69,6 +69,10 @@ struct BisectRow {
     notify: serde_json::Value,
     spec: serde_json::Value,
     testcase: String,
+    findings: Option<serde_json::Value>,
+    direction: Option<String>,
+    max_runs: i32,
+    runs_done: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -100,7 +104,8 @@ async fn load_stored(conn: &mut PgConnection, id: i64) -> Result<Stored, ReportI
     let row: BisectRow = sqlx::query_as(
         "SELECT r.name AS repository, r.id AS repository_id, r.url, b.bad_rev, b.good_sha, b.bad_sha,
                 b.metric, b.status, b.status_reason, b.culprit_sha, b.culprit_confidence, b.confidence,
-                b.assessments, b.notify, j.spec, j.testcase
+                b.assessments, b.notify, j.spec, j.testcase, b.findings, b.direction, b.max_runs,
+                (SELECT count(*) FROM runs WHERE bisect_id = b.id) AS runs_done
          FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id
          WHERE b.id = $1",
     )
@@ -553,6 +558,12 @@ async fn load_with(
             ctx.public_url.trim_end_matches('/')
         )),
         found_by,
+        findings: crate::report_findings::range_findings(
+            row.findings.as_ref(),
+            row.direction.as_deref(),
+            (row.max_runs, row.runs_done),
+            |sha| stored.commit(sha),
+        ),
     };
     let notify = row
         .notify

@@ -272,10 +272,17 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     };
     // The engine is pure and synchronous; a panic in it must fail this bisect, not the server.
     let decided = std::panic::catch_unwind(|| decide_explained(graph, &evidence, &settings));
+    let prediction;
     let (decision, assessments) = match decided {
         Ok(e) => {
-            let findings = crate::findings::to_wire(graph, &e.findings, evidence.costs);
+            let mut findings = crate::findings::to_wire(graph, &e.findings, evidence.costs);
+            crate::budget::carry_prediction(&mut tx, bisect, &mut findings).await?;
             crate::findings::store(&mut tx, bisect, &findings).await?;
+            if !matches!(e.decision, Decision::Done(_)) {
+                let used = evidence.runs_spent() + evidence.runs_pending();
+                crate::budget::settle(&mut tx, bisect, &findings, used).await?;
+            }
+            prediction = findings.prediction;
             (e.decision, e.assessments)
         }
         Err(panic) => {
@@ -399,11 +406,15 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             match (settled, first) {
                 (true, Some((k, p))) => {
                     let sha = graph.id(k).to_string();
-                    let reason = format!("{} changes: {list}; {reason}", changes.len());
+                    let reason = format!(
+                        "The range holds {} changes: {list}.\n{reason}",
+                        changes.len()
+                    );
                     finish(&mut tx, bisect, "found", &reason, Some((&sha, p))).await?;
                 }
                 _ => {
-                    let reason = format!("more than one change: {list}; {reason}");
+                    let reason =
+                        format!("More than one change, not yet told apart: {list}.\n{reason}");
                     finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
                 }
             }
@@ -414,10 +425,15 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                 .take(5)
                 .map(|(i, p)| format!("{} ({:.1}%)", &graph.id(*i)[..12], p * 100.0))
                 .collect();
-            let reason = format!(
-                "No commit reached the target confidence.\n{reason}; best candidates: {}",
-                best.join(", ")
+            // Ran out of budget (rather than, say, an unbuildable bad commit): say so.
+            let ran_out = evidence.runs_spent() >= settings.max_runs;
+            let first = crate::budget::inconclusive_sentence(
+                candidates.len(),
+                candidates.iter().map(|c| c.1).sum(),
+                ran_out.then_some(settings.max_runs),
+                prediction.as_ref().filter(|_| ran_out),
             );
+            let reason = format!("{first}\n{reason}; best candidates: {}", best.join(", "));
             finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
         }
     }

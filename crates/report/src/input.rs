@@ -42,6 +42,11 @@ pub struct ReportInput {
     /// report then opens "FYI, we noticed …" and says which watch found it.
     #[serde(default)]
     pub found_by: Option<FoundBy>,
+    /// What the engine found about the whole range (several change points, the change
+    /// across it, a contradicted direction, the cost of more runs); `None` for reports
+    /// made without the engine's findings.
+    #[serde(default)]
+    pub findings: Option<crate::findings::RangeFindings>,
 }
 
 /// The watch that noticed a change and opened the bisect.

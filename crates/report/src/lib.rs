@@ -33,6 +33,7 @@
 //!     robot: Robot::default(),
 //!     dashboard_url: None,
 //!     found_by: None,
+//!     findings: None,
 //! };
 //! let report = render(&input, &ReportConfig::default()).unwrap();
 //! assert_eq!(report.subject, "[linus:master] [ext4]  bbbbbbbbbb:  fio.write_iops 50.0% improvement");
@@ -45,6 +46,7 @@
 //! with a space (compare.rb prints `"%16s " "%27s "`). The tests say so where they
 //! compare with the seeds.
 
+pub mod findings;
 pub mod format;
 pub mod glob;
 pub mod html;
@@ -56,6 +58,7 @@ pub mod plot;
 pub mod stats;
 pub mod table;
 
+pub use findings::{Budget, ChangeStep, Cost, RangeFindings, StatedDirection};
 pub use input::{
     Addition, Candidate, Commit, CommitSamples, FailureCount, FoundBy, Job, Judgement, Machine,
     Outcome, ReportInput, Repository, Robot, Run, Runs,

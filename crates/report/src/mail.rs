@@ -558,6 +558,14 @@ fn render_found(
         t += "\n";
     }
     t += "\n\n";
+    let range_notes = input
+        .findings
+        .as_ref()
+        .and_then(|f| crate::findings::found_text(metric, f));
+    if let Some(n) = &range_notes {
+        t += n;
+        t += "\n\n";
+    }
     if !also.is_empty() {
         t += "In addition to that, the commit also has significant impact on the following tests:\n\n";
         t += &addition_box(&also, additions);
@@ -631,6 +639,9 @@ fn render_found(
             .unwrap_or_default()
     );
     h += &job_html(input);
+    if let Some(n) = &range_notes {
+        h += &crate::findings::html(n);
+    }
     if !also.is_empty() {
         h += "<p>In addition to that, the commit also has significant impact on the following tests:</p>\n";
         h += &format!("<pre>{}</pre>\n", escape(&addition_box(&also, additions)));
@@ -896,6 +907,15 @@ fn render_inconclusive(input: &ReportInput, candidates: &[Candidate], target: f6
     t += "\n\n";
     t += &listed;
     t += "\nMore runs of these commits, or a quieter host, would decide between them.\n\n\n";
+    let range_notes = input
+        .findings
+        .as_ref()
+        .map(|f| crate::findings::inconclusive_text(metric, f, candidates, target))
+        .filter(|n| !n.is_empty());
+    if let Some(n) = &range_notes {
+        t += n;
+        t += "\n\n";
+    }
     if let Some(p) = &tplot {
         t += &p.render();
         t += "\n\n";
@@ -921,6 +941,9 @@ fn render_inconclusive(input: &ReportInput, candidates: &[Candidate], target: f6
         h += "</table>\n";
     }
     h += "<p>More runs of these commits, or a quieter host, would decide between them.</p>\n";
+    if let Some(n) = &range_notes {
+        h += &crate::findings::html(n);
+    }
     if let Some(svg) = &svg {
         h += &format!("<div class=\"plot\">\n{svg}</div>\n");
     }

@@ -212,6 +212,7 @@ fn fio_input() -> ReportInput {
         },
         dashboard_url: Some("https://perfbisect.example/bisects/42".into()),
         found_by: None,
+        findings: None,
     }
 }
 

@@ -56,6 +56,7 @@ fn input(metric: &str, base: &[f64], new: &[f64]) -> ReportInput {
         robot: Robot::default(),
         dashboard_url: Some("https://perfbisect.example/bisects/7".into()),
         found_by: None,
+        findings: None,
     }
 }
 

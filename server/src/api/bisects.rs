@@ -219,7 +219,7 @@ pub(crate) async fn submit(
     .bind(&req.direction)
     .bind(req.magnitude_pct)
     .bind(req.confidence.unwrap_or(0.99))
-    .bind(req.max_runs.unwrap_or(400) as i32)
+    .bind(crate::budget::initial(req.max_runs, state.max_runs_ceiling) as i32)
     .bind(serde_json::json!(req.notify))
     .bind(submitted_by)
     .bind(req.first_parent)

@@ -147,6 +147,8 @@ pub struct LiveView {
     pub commits: Vec<CommitRow>,
     pub top: Vec<CandidateRow>,
     pub events: Vec<EventRow>,
+    /// The engine's findings: change points, range change, direction hint, prediction.
+    pub findings: Option<super::findings::FindingsView>,
 }
 
 #[derive(Template)]
@@ -400,6 +402,21 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
     let top_note = (listed && top.is_empty() && !assessed.is_empty()).then(|| {
         "No candidate stands out yet: the probability is still spread evenly.".to_string()
     });
+    let named = super::findings::shas(&b);
+    let subjects: HashMap<String, String> = if named.is_empty() {
+        HashMap::new()
+    } else {
+        sqlx::query_as(
+            "SELECT sha, subject FROM bisect_commits WHERE bisect_id = $1 AND sha = ANY($2)",
+        )
+        .bind(id)
+        .bind(&named)
+        .fetch_all(db)
+        .await?
+        .into_iter()
+        .collect()
+    };
+    let findings = super::findings::view(&b, &subjects);
     let now = Utc::now();
     let (outcome, outcome_more) = outcome(&b.status, b.status_reason.as_deref());
     let change = b.measured_change.as_ref().map(|m| ChangeView {
@@ -481,6 +498,7 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         commits,
         top,
         events: group_events(events, now),
+        findings,
     };
     Ok((b, live))
 }
@@ -554,6 +572,12 @@ fn outcome(status: &str, reason: Option<&str>) -> (String, Option<String>) {
         "found" => "Found the commit that changed the metric.",
         "not_reproduced" => {
             "The change did not reproduce: the endpoints measure alike within the noise."
+        }
+        // The scheduler's reasons say which commits and how much more (`budget`).
+        "inconclusive"
+            if reason.is_some_and(|r| r.trim_start().starts_with("No commit reached")) =>
+        {
+            "Inconclusive."
         }
         "inconclusive" => {
             "Inconclusive: no commit reached the target confidence within the budget."

@@ -10,6 +10,7 @@
 mod assets;
 mod detail;
 mod error;
+mod findings;
 mod format;
 mod hosts;
 mod list;
