@@ -22,6 +22,9 @@ pub enum ApiError {
     Protocol(String),
 }
 
+/// How long `add_repository` waits for a repository's first fetch.
+pub const REPOSITORY_WAIT: Duration = Duration::from_secs(3600);
+
 #[derive(Clone)]
 pub struct Api {
     http: reqwest::Client,
@@ -97,8 +100,20 @@ impl Api {
         self.add_repository_with_web(name, url, None).await
     }
 
-    /// Registers a repository with its web view's commit URL template (`{sha}`).
+    /// Registers a repository with its web view's commit URL template (`{sha}`), and waits
+    /// until it is mirrored: a failed first fetch is a refusal naming `url`, with the reason.
     pub async fn add_repository_with_web(
+        &self,
+        name: &str,
+        url: &str,
+        web_url: Option<&str>,
+    ) -> Result<Repository, ApiError> {
+        self.register_repository(name, url, web_url).await?;
+        self.wait_repository(name, REPOSITORY_WAIT).await
+    }
+
+    /// Registers a repository and returns at once (the server answers `mirroring`).
+    pub async fn register_repository(
         &self,
         name: &str,
         url: &str,
@@ -115,6 +130,50 @@ impl Api {
                 .json(&body),
         )
         .await
+    }
+
+    pub async fn repositories(&self) -> Result<Vec<Repository>, ApiError> {
+        self.send(self.http.get(format!("{}/api/v1/repositories", self.base)))
+            .await
+    }
+
+    /// Polls the repository until it is no longer `mirroring`: `ready`, or `failed` (a
+    /// refusal with its fetch error), or still mirroring at the deadline.
+    pub async fn wait_repository(
+        &self,
+        name: &str,
+        within: Duration,
+    ) -> Result<Repository, ApiError> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let repo = self
+                .repositories()
+                .await?
+                .into_iter()
+                .find(|r| r.name == name)
+                .ok_or_else(|| ApiError::Protocol(format!("repository `{name}` is not listed")))?;
+            match repo.state.as_str() {
+                "mirroring" if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
+                "mirroring" => {
+                    return Err(ApiError::Protocol(format!(
+                        "repository `{name}` is still mirroring after {} s (see `perfbisect repos`)",
+                        within.as_secs()
+                    )));
+                }
+                "failed" => {
+                    return Err(ApiError::Refused {
+                        status: 422,
+                        field: Some("url".into()),
+                        message: repo
+                            .fetch_error
+                            .unwrap_or_else(|| "the first fetch failed".into()),
+                    });
+                }
+                _ => return Ok(repo),
+            }
+        }
     }
 
     pub async fn submit(&self, req: &SubmitBisect) -> Result<Bisect, ApiError> {

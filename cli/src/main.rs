@@ -32,10 +32,14 @@ struct Remote {
     /// server given `--api-token` writes none, so pass the same token here.
     #[arg(long, env = "PERFBISECT_TOKEN", global = true)]
     token: Option<String>,
+    /// PEM file of the CA that signed an `https://` server's certificate (a private CA),
+    /// trusted besides the system's roots.
+    #[arg(long, env = "PERFBISECT_CA_FILE", global = true)]
+    ca_file: Option<PathBuf>,
 }
 
 impl Remote {
-    fn api(&self) -> Api {
+    fn api(&self) -> anyhow::Result<Api> {
         let dir = std::env::var_os("PERFBISECT_DATA_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(".perfbisect/server"));
@@ -44,7 +48,10 @@ impl Remote {
                 .ok()
                 .map(|t| t.trim().to_string())
         });
-        Api::new(&self.server, token)
+        match &self.ca_file {
+            Some(ca) => Api::with_ca(&self.server, token, ca),
+            None => Ok(Api::new(&self.server, token)),
+        }
     }
 }
 
@@ -58,13 +65,21 @@ enum Cmd {
     Loadtest(perfbisect_cli::loadtest::LoadtestArgs),
     /// Run a worker.
     Worker(Box<perfbisect_worker::WorkerConfig>),
-    /// Register a repository (the server mirrors it).
+    /// Register a repository and wait until the server has mirrored it.
     RepoAdd {
         name: String,
         url: String,
         /// The web view's commit URL, `{sha}` where the commit goes (reports link there).
         #[arg(long)]
         web_url: Option<String>,
+        /// Return once registered (`mirroring`); `perfbisect repos` shows when it is ready.
+        #[arg(long)]
+        no_wait: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List the registered repositories with their state (mirroring, ready, failed).
+    Repos {
         #[command(flatten)]
         remote: Remote,
     },
@@ -200,13 +215,32 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
             name,
             url,
             web_url,
+            no_wait,
             remote,
         } => {
-            let r = remote
-                .api()
-                .add_repository_with_web(&name, &url, web_url.as_deref())
+            let api = remote.api()?;
+            let r = api
+                .register_repository(&name, &url, web_url.as_deref())
+                .await?;
+            if no_wait {
+                println!("repository {} ({}) {}", r.name, r.url, r.state);
+                return Ok(Ended(None));
+            }
+            println!("repository {} ({}) registered, mirroring...", r.name, r.url);
+            let r = api
+                .wait_repository(&name, perfbisect_cli::api::REPOSITORY_WAIT)
                 .await?;
             println!("repository {} ({}) mirrored", r.name, r.url);
+            Ok(Ended(None))
+        }
+        Cmd::Repos { remote } => {
+            for r in remote.api()?.repositories().await? {
+                let error = r
+                    .fetch_error
+                    .map(|e| format!("  last fetch: {e}"))
+                    .unwrap_or_default();
+                println!("{:<20} {:<10} {}{error}", r.name, r.state, r.url);
+            }
             Ok(Ended(None))
         }
         Cmd::Submit {
@@ -225,7 +259,7 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
         } => {
             let job = std::fs::read_to_string(&job)
                 .with_context(|| format!("reading job spec {}", job.display()))?;
-            let api = remote.api();
+            let api = remote.api()?;
             let b = api
                 .submit(&SubmitBisect {
                     repository: repo,
@@ -256,7 +290,7 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
             Ok(Ended(None))
         }
         Cmd::Status { id, json, remote } => {
-            let b = remote.api().bisect(id).await?;
+            let b = remote.api()?.bisect(id).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&b)?);
             } else {
@@ -265,7 +299,7 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
             Ok(Ended(None))
         }
         Cmd::Watch { id, remote } => {
-            let api = remote.api();
+            let api = remote.api()?;
             let done =
                 perfbisect_cli::demo::watch(&api, id, Duration::from_secs(u64::MAX / 4)).await?;
             println!("\n{}", render(&done));
@@ -293,16 +327,16 @@ async fn client(cmd: Cmd) -> anyhow::Result<Ended> {
             Ok(Ended(None))
         }
         Cmd::Cancel { id, remote } => {
-            let b = remote.api().cancel(id).await?;
+            let b = remote.api()?.cancel(id).await?;
             println!("bisect {} is {}", b.id, b.status);
             Ok(Ended(None))
         }
         Cmd::List { status, remote } => {
-            let list = remote.api().list(status.as_deref()).await?;
+            let list = remote.api()?.list(status.as_deref()).await?;
             print!("{}", render_list(&list, chrono::Utc::now()));
             Ok(Ended(None))
         }
-        Cmd::Watches { cmd, remote } => perfbisect_cli::watches::run(cmd, &remote.api())
+        Cmd::Watches { cmd, remote } => perfbisect_cli::watches::run(cmd, &remote.api()?)
             .await
             .map(Ended::from),
         Cmd::Server(_) | Cmd::Worker(_) => unreachable!("handled in main"),

@@ -1,8 +1,10 @@
 //! Repositories where kernel teams keep them, and a server on the lab network: a bisect end
 //! to end with the repository served over HTTPS by `git http-backend` (private CA, basic
 //! authentication) and over ssh (key authentication), the workers talking to the server over
-//! TLS. A wrong credential is refused with a clear message and stores nothing; no secret
-//! reaches the database, the API or the logs.
+//! TLS. Registration answers at once; a wrong credential ends the repository `failed` with a
+//! clear message; a bisect submitted while the repository is mirroring waits, then runs to
+//! its culprit; no secret reaches the database, the API or the logs. The CLI reaches the TLS
+//! server with `--ca-file` (here its environment variable).
 
 mod common;
 #[path = "support/remote.rs"]
@@ -53,6 +55,45 @@ fn refused(e: ApiError) -> (u16, Option<String>, String) {
         } => (status, field, message),
         other => panic!("expected a refusal, got {other}"),
     }
+}
+
+/// The lock a repository's fetch takes (`store::fetches::FETCH_LOCK_CLASS`), held by the
+/// test on its own connection: a fetch waits for it as it would for another replica's.
+struct FetchHold(sqlx::PgConnection);
+
+impl FetchHold {
+    async fn take(lab: &Lab, repo: i64) -> FetchHold {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&lab.db_url).await.unwrap();
+        sqlx::query("SELECT pg_advisory_lock($1, $2::int4)")
+            .bind(perfbisect_server::store::fetches::FETCH_LOCK_CLASS)
+            .bind(repo as i32)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        FetchHold(conn)
+    }
+
+    async fn release(self) {
+        use sqlx::Connection;
+        self.0.close().await.unwrap();
+    }
+}
+
+/// `perfbisect status ID` run as a user would, against the TLS server; stdout and stderr.
+fn perfbisect_cli_status(api: &Api, id: i64, ca: Option<&Path>) -> String {
+    let mut cmd = std::process::Command::new(common::EXE);
+    cmd.args(["status", &id.to_string(), "--json", "--server", api.base()])
+        .env_remove("PERFBISECT_CA_FILE");
+    if let Some(ca) = ca {
+        cmd.arg("--ca-file").arg(ca);
+    }
+    let out = cmd.output().unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// Nothing secret in the server's and workers' logs or the stored repository rows.
@@ -112,10 +153,27 @@ async fn a_bisect_runs_with_the_repository_over_https_and_workers_over_tls() {
         "the private CA is not trusted by default"
     );
 
-    // A wrong password: a clear refusal, and no repository row.
+    // A wrong password: registration answers at once, the fetch fails with a clear message,
+    // and the row keeps the error, not the secret.
+    let registered = api
+        .register_repository("example", &url, None)
+        .await
+        .unwrap();
+    assert_eq!(registered.state, "mirroring");
     let (status, field, message) = refused(api.add_repository("example", &url).await.unwrap_err());
     assert_eq!((status, field.as_deref()), (422, Some("url")), "{message}");
     assert!(message.contains("Authentication failed"), "{message}");
+    assert!(!message.contains("wrong"), "{message}");
+    let listed = api.repositories().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].state, "failed");
+    assert!(
+        listed[0]
+            .fetch_error
+            .as_deref()
+            .is_some_and(|e| e.contains("Authentication failed")),
+        "{listed:?}"
+    );
     // A password in the URL is refused without being echoed.
     let with_secret = url.replace("https://", &format!("https://robot:{PASSWORD}@"));
     let (status, _, message) = refused(
@@ -128,16 +186,42 @@ async fn a_bisect_runs_with_the_repository_over_https_and_workers_over_tls() {
         message.contains("credentials file") && !message.contains(PASSWORD),
         "{message}"
     );
-    assert_eq!(repository_rows(&lab).await, 0, "nothing is stored");
+    assert_eq!(
+        repository_rows(&lab).await,
+        1,
+        "the refused URL stored nothing (only the failed registration's row)"
+    );
 
-    // The operator fixes the credential file; the next fetch reads it.
+    // The operator fixes the credential file; the next fetch reads it. Meanwhile the fetch
+    // is held (the test takes its lock, as another replica's fetch would), so the bisect is
+    // submitted while the repository is mirroring.
     std::fs::write(
         &creds,
         format!("https://robot:{PASSWORD}@localhost:{}\n", git.port),
     )
     .unwrap();
-    let repo = api.add_repository("example", &url).await.unwrap();
-    assert_eq!(repo.url, url);
+    let hold = FetchHold::take(&lab, listed[0].id).await;
+    let repo = api
+        .register_repository("example", &url, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (repo.url.as_str(), repo.state.as_str()),
+        (url.as_str(), "mirroring")
+    );
+    let submitted = api.submit(&submit_request()).await.unwrap();
+    assert_eq!(submitted.status, "fetching", "{submitted:?}");
+    // The CLI reaches the TLS server with the lab's CA (`--ca-file`), and not without it.
+    let status = perfbisect_cli_status(&api, submitted.id, Some(&pki.ca));
+    assert!(status.contains("fetching"), "{status}");
+    let status = perfbisect_cli_status(&api, submitted.id, None);
+    assert!(!status.contains("fetching"), "{status}");
+    hold.release().await;
+    let repo = api
+        .wait_repository("example", Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert_eq!(repo.state, "ready");
     assert_eq!(
         std::fs::read_to_string(&creds).unwrap().trim(),
         format!("https://robot:{PASSWORD}@localhost:{}", git.port),
@@ -146,7 +230,6 @@ async fn a_bisect_runs_with_the_repository_over_https_and_workers_over_tls() {
 
     let _w1 = tls_worker(lab.path(), &api, &pki, "w1", &env);
     let _w2 = tls_worker(lab.path(), &api, &pki, "w2", &env);
-    let submitted = api.submit(&submit_request()).await.unwrap();
     let done = watch(&api, submitted.id, Duration::from_secs(300))
         .await
         .unwrap();
@@ -180,7 +263,7 @@ async fn a_bisect_runs_with_the_repository_over_ssh_with_key_authentication() {
     let (status, field, message) = refused(api.add_repository("example", &url).await.unwrap_err());
     assert_eq!((status, field.as_deref()), (422, Some("url")), "{message}");
     assert!(message.contains("Permission denied"), "{message}");
-    assert_eq!(repository_rows(&lab).await, 0, "nothing is stored");
+    assert_eq!(repository_rows(&lab).await, 1, "one row, failed");
     drop(server);
 
     let env: [(&str, &Path); 2] = [

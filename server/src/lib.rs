@@ -14,6 +14,7 @@ pub mod dashboard;
 pub mod db;
 pub mod dispatch;
 pub mod error;
+pub mod fetcher;
 pub mod findings;
 pub mod git;
 pub mod graphs;
@@ -147,6 +148,7 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
         Duration::from_secs(2),
     ));
     tokio::spawn(watch::run(state.clone()));
+    tokio::spawn(fetcher::run(state.clone()));
     notify::sender::spawn(&state)?;
     match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => {

@@ -3,6 +3,7 @@
 //! report's "To reproduce" section (`perfbisect_report::materials`).
 
 use perfbisect_report::materials::{Materials, commit_url};
+use perfbisect_wire::api::{BisectMaterials, CommitLink};
 use sqlx::PgPool;
 
 #[derive(sqlx::FromRow)]
@@ -32,10 +33,8 @@ fn sh(word: &str) -> String {
     }
 }
 
-/// The materials of bisect `id`, with links under the server's `public_url`. `None` when
-/// there is no such bisect.
-pub async fn load(db: &PgPool, id: i64, public_url: &str) -> sqlx::Result<Option<Materials>> {
-    let row: Option<Row> = sqlx::query_as(
+async fn fetch_row(db: &PgPool, id: i64) -> sqlx::Result<Option<Row>> {
+    sqlx::query_as(
         "SELECT r.name AS repository, r.web_url, b.good_sha, b.bad_sha, b.metric, b.direction,
                 b.confidence, b.first_parent, b.culprit_sha, j.spec ->> 'kconfig' AS kconfig
          FROM bisects b JOIN repositories r ON r.id = b.repository_id
@@ -43,8 +42,18 @@ pub async fn load(db: &PgPool, id: i64, public_url: &str) -> sqlx::Result<Option
     )
     .bind(id)
     .fetch_optional(db)
-    .await?;
-    let Some(r) = row else { return Ok(None) };
+    .await
+}
+
+/// The materials of bisect `id`, with links under the server's `public_url`. `None` when
+/// there is no such bisect.
+pub async fn load(db: &PgPool, id: i64, public_url: &str) -> sqlx::Result<Option<Materials>> {
+    Ok(fetch_row(db, id)
+        .await?
+        .map(|r| from_row(&r, id, public_url)))
+}
+
+fn from_row(r: &Row, id: i64, public_url: &str) -> Materials {
     let base = public_url.trim_end_matches('/');
     let mut submit = format!(
         "perfbisect submit --server {} --repo {} --good {} --bad {} --job job.yaml --metric {}",
@@ -63,18 +72,57 @@ pub async fn load(db: &PgPool, id: i64, public_url: &str) -> sqlx::Result<Option
     if r.first_parent {
         submit += " --first-parent";
     }
-    let mut commit_links = Vec::new();
-    if let Some(t) = &r.web_url {
-        if let Some(c) = &r.culprit_sha {
-            commit_links.push(("culprit:".to_string(), commit_url(t, c)));
-        }
-        commit_links.push(("good:".to_string(), commit_url(t, &r.good_sha)));
-        commit_links.push(("bad:".to_string(), commit_url(t, &r.bad_sha)));
-    }
-    Ok(Some(Materials {
+    Materials {
         job_url: format!("{base}/api/v1/bisects/{id}/job.yaml"),
-        kconfig_url: r.kconfig.map(|k| format!("{base}/api/v1/kconfigs/{k}")),
+        kconfig_url: r
+            .kconfig
+            .as_ref()
+            .map(|k| format!("{base}/api/v1/kconfigs/{k}")),
         submit_line: submit,
-        commit_links,
+        commit_links: commit_links(r)
+            .into_iter()
+            .map(|l| (format!("{}:", l.role), l.url))
+            .collect(),
+    }
+}
+
+/// Web links of the culprit and the endpoints through the repository's `web_url` template;
+/// none without a template, nor for an endpoint not yet resolved (a `fetching` bisect).
+fn commit_links(r: &Row) -> Vec<CommitLink> {
+    let Some(t) = &r.web_url else {
+        return Vec::new();
+    };
+    [
+        ("culprit", r.culprit_sha.as_deref()),
+        ("good", Some(r.good_sha.as_str())),
+        ("bad", Some(r.bad_sha.as_str())),
+    ]
+    .into_iter()
+    .filter_map(|(role, sha)| {
+        let sha = sha.filter(|s| !s.is_empty())?;
+        Some(CommitLink {
+            role: role.into(),
+            sha: sha.into(),
+            url: commit_url(t, sha),
+        })
+    })
+    .collect()
+}
+
+/// The materials of bisect `id` as the API's bisect JSON carries them.
+pub async fn for_api(
+    db: &PgPool,
+    id: i64,
+    public_url: &str,
+) -> sqlx::Result<Option<BisectMaterials>> {
+    let Some(r) = fetch_row(db, id).await? else {
+        return Ok(None);
+    };
+    let m = from_row(&r, id, public_url);
+    Ok(Some(BisectMaterials {
+        job_url: m.job_url,
+        kconfig_url: m.kconfig_url,
+        submit_line: m.submit_line,
+        commit_links: commit_links(&r),
     }))
 }

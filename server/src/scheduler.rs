@@ -200,6 +200,11 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         tx.commit().await?;
         return Ok(true);
     }
+    // Waiting for its repository's fetch: no range yet (`fetcher` resolves and wakes it).
+    if row.status == "fetching" {
+        tx.commit().await?;
+        return Ok(true);
+    }
 
     // A task that failed on every attempt (not the commit's fault) stops the bisect: its
     // evidence is missing and guessing around it would be dishonest.

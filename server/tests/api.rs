@@ -4,6 +4,7 @@
 use axum::http::StatusCode;
 use perfbisect_server::AppState;
 use serde_json::{Value, json};
+use sqlx::Connection;
 use std::time::Duration;
 
 mod common;
@@ -589,4 +590,173 @@ async fn a_metric_the_job_never_produced_is_refused_and_the_known_names_are_list
     let (s, bad) = call(&f, "GET", "/api/v1/metric-names?job=zz", None, None).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert_eq!(bad["error"]["field"], "job");
+}
+
+#[tokio::test]
+async fn the_bisect_json_carries_the_materials_to_reproduce() {
+    let f = fixture().await;
+    let template = "https://git.example.org/cgit/r.git/commit/?id={sha}";
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(json!({"name": "r", "url": f.repo.display().to_string(), "web_url": template})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    common::wait_repository(&f.state, "r", "ready").await;
+    let job = format!("{JOB}kconfig: x86_64-rhel-9.4\n");
+    let mut body = submit_body("v1", "v5");
+    body["job"] = json!(job);
+    let (s, v) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let (good, bad) = (
+        git(&f.repo, &["rev-parse", "v1"]),
+        git(&f.repo, &["rev-parse", "v5"]),
+    );
+    let (_, v) = call(&f, "GET", &format!("/api/v1/bisects/{id}"), None, None).await;
+    let m = &v["materials"];
+    assert_eq!(
+        m["job_url"],
+        json!(format!("http://test/api/v1/bisects/{id}/job.yaml")),
+        "{m}"
+    );
+    assert_eq!(
+        m["kconfig_url"],
+        json!("http://test/api/v1/kconfigs/x86_64-rhel-9.4")
+    );
+    let line = m["submit_line"].as_str().unwrap();
+    assert!(
+        line.starts_with("perfbisect submit --server http://test --repo r")
+            && line.contains(&format!("--good {good} --bad {bad}")),
+        "{line}"
+    );
+    assert_eq!(
+        m["commit_links"],
+        json!([
+            {"role": "good", "sha": good, "url": template.replace("{sha}", &good)},
+            {"role": "bad", "sha": bad, "url": template.replace("{sha}", &bad)},
+        ])
+    );
+    // The job spec link serves the YAML as submitted.
+    let (s, text) = common::request(
+        &f.state,
+        "GET",
+        &format!("/api/v1/bisects/{id}/job.yaml"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(text, job);
+    // And the OpenAPI document describes them.
+    let (_, doc) = call(&f, "GET", "/api/openapi.json", None, None).await;
+    let schemas = &doc["components"]["schemas"];
+    assert!(
+        schemas["Bisect"]["properties"]["materials"].is_object(),
+        "{}",
+        schemas["Bisect"]
+    );
+    for field in ["job_url", "kconfig_url", "submit_line", "commit_links"] {
+        assert!(
+            schemas["BisectMaterials"]["properties"][field].is_object(),
+            "{field}: {}",
+            schemas["BisectMaterials"]
+        );
+    }
+    assert!(schemas["CommitLink"]["properties"]["url"].is_object());
+}
+
+#[tokio::test]
+async fn a_bisect_submitted_while_mirroring_waits_and_an_unknown_revision_fails_it() {
+    let f = fixture().await;
+    // The test holds the repository's fetch lock, as another replica mid-fetch would.
+    let mut holder = sqlx::PgConnection::connect_with(&f.state.db.connect_options())
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1, 1)")
+        .bind(perfbisect_server::store::fetches::FETCH_LOCK_CLASS)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(json!({"name": "r", "url": f.repo.display().to_string()})),
+    )
+    .await;
+    assert_eq!(
+        (s, v["id"].as_i64()),
+        (StatusCode::ACCEPTED, Some(1)),
+        "{v}"
+    );
+    let (s, ok) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{ok}");
+    assert_eq!(ok["status"], json!("fetching"), "{ok}");
+    assert_eq!(ok["candidates_total"], json!(0), "{ok}");
+    let (s, bad) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "nosuchtag")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{bad}");
+    let (_, list) = call(&f, "GET", "/api/v1/bisects?status=fetching", None, None).await;
+    assert_eq!(list["total"], json!(2), "{list}");
+    // Still mirroring while the lock is held: nothing fetched behind the holder's back.
+    let (_, repos) = call(&f, "GET", "/api/v1/repositories", None, None).await;
+    assert_eq!(repos[0]["state"], json!("mirroring"), "{repos}");
+    holder.close().await.unwrap();
+    common::wait_repository(&f.state, "r", "ready").await;
+    let until_resolved = async |id: &Value| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, v) = call(&f, "GET", &format!("/api/v1/bisects/{id}"), None, None).await;
+            // Resolved, then advanced once (`queued` in between).
+            if v["status"] != json!("fetching") && v["status"] != json!("queued") {
+                return v;
+            }
+            assert!(std::time::Instant::now() < deadline, "{v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let ok = until_resolved(&ok["id"]).await;
+    assert_eq!(ok["status"], json!("reproducing"), "{ok}");
+    assert_eq!(ok["candidates_total"], json!(4));
+    assert_eq!(
+        ok["bad"]["sha"].as_str().unwrap(),
+        git(&f.repo, &["rev-parse", "v5"])
+    );
+    let bad = until_resolved(&bad["id"]).await;
+    assert_eq!(bad["status"], json!("failed"), "{bad}");
+    let reason = bad["status_reason"].as_str().unwrap();
+    assert!(reason.contains("nosuchtag"), "{reason}");
+    let (_, events) = call(
+        &f,
+        "GET",
+        &format!("/api/v1/bisects/{}/events", ok["id"]),
+        None,
+        None,
+    )
+    .await;
+    let kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(&kinds[..2], ["fetching", "submitted"], "{events}");
 }

@@ -53,7 +53,8 @@ async fn with_postgres_killed_healthz_reports_it_and_the_service_recovers_with_n
         Some(serde_json::json!({"name": "kept", "url": repo.display().to_string()})),
     )
     .await;
-    assert_eq!(s.as_u16(), 201, "{v}");
+    assert_eq!(s.as_u16(), 202, "{v}");
+    common::wait_repository(&state, "kept", "ready").await;
     let watchdog = tokio::spawn(health::watchdog(
         state.clone(),
         Some(health::Embedded {

@@ -1343,6 +1343,6 @@ async fn a_repository_carries_its_web_view_for_commit_links() {
         Some(json!({"name": "r", "url": url, "web_url": "https://github.com/o/r/commit/{sha}"})),
     )
     .await;
-    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
     assert_eq!(v["web_url"], "https://github.com/o/r/commit/{sha}");
 }

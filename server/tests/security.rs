@@ -626,44 +626,117 @@ async fn reserved_mail_headers_and_too_many_recipients_are_refused() {
 }
 
 #[tokio::test]
-async fn a_silent_remote_times_out_with_a_clear_error() {
+async fn registration_answers_before_a_silent_remote_times_out() {
     let f = common::fixture().await;
     perfbisect_server::repo_policy::set_fetch_timeouts(
         std::time::Duration::from_secs(2),
-        std::time::Duration::from_secs(2),
+        std::time::Duration::from_secs(8),
     );
-    // Accepts connections and never answers.
+    // Accepts connections and never answers; says when one arrived.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let (accepted, connections) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut held = Vec::new();
         for conn in listener.incoming() {
             held.push(conn);
+            accepted.send(()).ok();
         }
     });
-    for url in [
-        format!("git://127.0.0.1:{port}/silent.git"),
-        format!("http://127.0.0.1:{port}/silent.git"),
-    ] {
-        let started = std::time::Instant::now();
+    let urls = [
+        ("silent", format!("git://127.0.0.1:{port}/silent.git")),
+        ("silent-http", format!("http://127.0.0.1:{port}/silent.git")),
+    ];
+    for (name, url) in &urls {
         let (s, v) = call(
             &f,
             "POST",
             "/api/v1/repositories",
             Some(TOKEN),
-            Some(json!({"name": "silent", "url": url})),
+            Some(json!({"name": name, "url": url})),
         )
         .await;
-        assert_eq!(s.as_u16(), 422, "{url}: {v}");
-        assert_eq!(v["error"]["field"], "url");
-        let msg = v["error"]["message"].as_str().unwrap().to_lowercase();
+        assert_eq!(s.as_u16(), 202, "{url}: {v}");
+        assert_eq!(v["state"], "mirroring", "{v}");
+    }
+    // Both fetches reached the remote, which holds them: the registrations answered while
+    // their fetches were still waiting for a first byte.
+    for _ in &urls {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while connections.try_recv().is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no fetch reached the remote"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    let (_, list) = call(&f, "GET", "/api/v1/repositories", None, None).await;
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] == "mirroring"),
+        "{list}"
+    );
+    // A bisect submitted meanwhile waits for the fetch, then fails with its reason.
+    let (s, b) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(json!({"repository": "silent", "good": "v1", "bad": "v5", "job": common::JOB, "metric": "t.x"})),
+    )
+    .await;
+    assert_eq!(s.as_u16(), 202, "{b}");
+    assert_eq!(b["status"], "fetching", "{b}");
+    for (name, url) in &urls {
+        let r = common::wait_repository(&f.state, name, "failed").await;
+        let msg = r["fetch_error"].as_str().unwrap().to_lowercase();
         assert!(
             msg.contains("timed out") || msg.contains("timeout"),
             "{url}: {msg}"
         );
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "{url}: the fetch was not bounded"
-        );
     }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let failed = loop {
+        let (_, v) = call(
+            &f,
+            "GET",
+            &format!("/api/v1/bisects/{}", b["id"]),
+            None,
+            None,
+        )
+        .await;
+        if v["status"] != "fetching" {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let reason = failed["status_reason"].as_str().unwrap();
+    assert!(reason.contains("could not be fetched"), "{reason}");
+    // A failed repository refuses submissions with its error, and may be registered again.
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(json!({"repository": "silent", "good": "v1", "bad": "v5", "job": common::JOB, "metric": "t.x"})),
+    )
+    .await;
+    assert_eq!(s.as_u16(), 422, "{v}");
+    assert_eq!(v["error"]["field"], "repository", "{v}");
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/repositories",
+        Some(TOKEN),
+        Some(json!({"name": "silent", "url": f.repo.display().to_string()})),
+    )
+    .await;
+    assert_eq!(s.as_u16(), 200, "{v}");
+    assert_eq!(v["state"], "mirroring", "{v}");
+    common::wait_repository(&f.state, "silent", "ready").await;
 }

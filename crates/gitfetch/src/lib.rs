@@ -114,6 +114,15 @@ pub fn redact(text: &str) -> String {
     out
 }
 
+/// Refuses a URL that carries a password, before anything stores it: credentials belong in
+/// the credentials file or the ssh key.
+pub fn check_url(url: &str) -> Result<(), FetchError> {
+    if has_password(url) {
+        return Err(FetchError::SecretInUrl { url: redact(url) });
+    }
+    Ok(())
+}
+
 /// True when `url` carries a password (`https://user:secret@host`).
 fn has_password(url: &str) -> bool {
     let Some((_, rest)) = url.split_once("://") else {
@@ -184,9 +193,7 @@ impl GitAuth {
     /// Creates (if needed) the bare repository `mirror` and fetches every branch and tag of
     /// `url` into it, mirror-style. Incremental: only missing objects travel.
     pub fn fetch(&self, mirror: &Path, url: &str) -> Result<(), FetchError> {
-        if has_password(url) {
-            return Err(FetchError::SecretInUrl { url: redact(url) });
-        }
+        check_url(url)?;
         if !mirror.join("HEAD").exists() {
             std::fs::create_dir_all(mirror).map_err(FetchError::Spawn)?;
             let out = Command::new("git")

@@ -41,6 +41,17 @@ pub struct Repository {
     /// The commit URL template of the public web view, if registered.
     #[serde(default)]
     pub web_url: Option<String>,
+    /// `mirroring` (registered, the first fetch is under way), `ready` or `failed` (the
+    /// first fetch failed: `fetch_error` says why; register it again once fixed).
+    #[serde(default = "ready")]
+    pub state: String,
+    /// The last fetch's error, without credentials; none after a fetch that worked.
+    #[serde(default)]
+    pub fetch_error: Option<String>,
+}
+
+fn ready() -> String {
+    "ready".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -79,9 +90,11 @@ pub struct SubmitBisect {
     pub first_parent: bool,
 }
 
-/// Status of a bisect. `queued → reproducing → searching → verifying → found |
+/// Status of a bisect. `fetching` (waiting for its repository's fetch, the range not yet
+/// resolved) `→ queued → reproducing → searching → verifying → found |
 /// not_reproduced | inconclusive | failed | cancelled`.
 pub const STATUSES: &[&str] = &[
+    "fetching",
     "queued",
     "reproducing",
     "searching",
@@ -178,6 +191,33 @@ pub struct Bisect {
     /// How far the search has come: measures that move with every run.
     #[serde(default)]
     pub progress: Option<Progress>,
+    /// What it takes to reproduce the bisect: the job spec and kernel config links, the
+    /// `perfbisect submit` line, and web links to its commits.
+    #[serde(default)]
+    pub materials: Option<BisectMaterials>,
+}
+
+/// The materials to reproduce a bisect, as the report's "To reproduce" section gives them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BisectMaterials {
+    /// The job spec as submitted (`/api/v1/bisects/{id}/job.yaml`, under the public URL).
+    pub job_url: String,
+    /// The kernel config the job names (`/api/v1/kconfigs/{name}`), if it names one.
+    pub kconfig_url: Option<String>,
+    /// The command line that runs the same bisect again.
+    pub submit_line: String,
+    /// The culprit's, the good and the bad commit's pages in the repository's web view
+    /// (its `web_url` template); empty when the repository has none.
+    pub commit_links: Vec<CommitLink>,
+}
+
+/// A commit's page in the repository's web view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CommitLink {
+    /// `culprit`, `good` or `bad`.
+    pub role: String,
+    pub sha: String,
+    pub url: String,
 }
 
 /// The change a bisect shows everywhere (API, dashboard, CLI, report): 100·(bad level −

@@ -4,7 +4,7 @@ use super::ApiJson;
 use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
-use crate::git::{self, RangeError};
+use crate::git::RangeError;
 use crate::store::summaries;
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -115,9 +115,12 @@ fn validate(req: &SubmitBisect) -> ApiResult<JobSpec> {
     })
 }
 
-/// Submit a bisect. The range is resolved and the candidate set stored before this answers.
+/// Submit a bisect. The range is resolved and the candidate set stored before this answers
+/// (201), unless the repository is still being mirrored or its fetch takes longer than a few
+/// seconds: then the bisect is stored as `fetching` (202) and resolved once the fetch is done;
+/// a revision that does not exist then fails it with the reason.
 #[utoipa::path(post, path = "/api/v1/bisects", tag = "bisects", request_body = SubmitBisect,
-    responses((status = 201, body = Bisect), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 201, body = Bisect), (status = 202, body = Bisect), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 422, body = ErrorBody)),
     security(("api_token" = [])))]
 async fn submit_bisect(
@@ -126,7 +129,14 @@ async fn submit_bisect(
     ApiJson(req): ApiJson<SubmitBisect>,
 ) -> ApiResult<(StatusCode, Json<Bisect>)> {
     let id = submit(&state, Some(user.token_id), &req).await?;
-    Ok((StatusCode::CREATED, Json(load_bisect(&state, id).await?)))
+    let bisect = load_bisect(&state, id).await?;
+    // 202 while it waits for its repository's fetch (status `fetching`).
+    let status = if bisect.status == "fetching" {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(bisect)))
 }
 
 /// Validates, resolves and stores a bisect, then advances it once: what `POST
@@ -139,36 +149,63 @@ pub(crate) async fn submit(
     let spec = validate(req)?;
     super::kconfigs::check_job(state, &spec).await?;
     super::metric_names::check_submitted(state, &spec.hash(), &req.metric).await?;
-    let repo: Option<(i64, String)> =
-        sqlx::query_as("SELECT id, url FROM repositories WHERE name = $1")
-            .bind(&req.repository)
-            .fetch_optional(&state.db)
-            .await?;
-    let (repo_id, url) = repo.ok_or_else(|| {
+    let repo: Option<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT id, url, state, fetch_error, fetch_requested FROM repositories WHERE name = $1",
+    )
+    .bind(&req.repository)
+    .fetch_optional(&state.db)
+    .await?;
+    let (repo_id, url, repo_state, fetch_error, requested) = repo.ok_or_else(|| {
         ApiError::unprocessable(
             "repository",
             format!("no repository named `{}` is registered", req.repository),
         )
     })?;
-    let mirrors = state.mirrors.clone();
-    let (good, bad, use_merge_base) = (req.good.clone(), req.bad.clone(), req.use_merge_base);
     let phase = std::time::Instant::now();
-    let range = tokio::task::spawn_blocking(move || -> Result<git::Range, RangeError> {
-        let t = std::time::Instant::now();
-        mirrors.fetch(repo_id, &url)?;
-        let fetched = t.elapsed();
-        let repo = mirrors.open(repo_id)?;
-        let range = git::range(&repo, &good, &bad, use_merge_base);
-        tracing::info!(
-            fetch_ms = fetched.as_millis() as u64,
-            range_ms = (t.elapsed() - fetched).as_millis() as u64,
-            "submit: mirror fetched, range resolved"
-        );
-        range
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.into()))?
-    .map_err(|e| match &e {
+    let resolution = match repo_state.as_str() {
+        "failed" => {
+            return Err(ApiError::unprocessable(
+                "repository",
+                format!(
+                    "repository `{}` could not be mirrored ({}); register it again once the \
+                     remote or the credentials are fixed",
+                    req.repository,
+                    fetch_error.as_deref().unwrap_or("no error recorded")
+                ),
+            ));
+        }
+        // Its first fetch is under way: the bisect waits for it.
+        "mirroring" => crate::fetcher::Resolution::Waiting,
+        _ => {
+            crate::fetcher::resolve_for_submit(
+                state,
+                repo_id,
+                &url,
+                &req.good,
+                &req.bad,
+                req.use_merge_base,
+            )
+            .await
+        }
+    };
+    let range = match resolution {
+        crate::fetcher::Resolution::Range(range) => range,
+        crate::fetcher::Resolution::Waiting => {
+            let generation = if repo_state == "mirroring" {
+                requested
+            } else {
+                crate::store::fetches::request(&state.db, repo_id).await?
+            };
+            let id = store_waiting(state, submitted_by, req, &spec, repo_id, generation).await?;
+            crate::fetcher::spawn(state, repo_id, generation);
+            return Ok(id);
+        }
+    };
+    tracing::info!(
+        range_ms = phase.elapsed().as_millis() as u64,
+        "submit: range resolved"
+    );
+    let range = range.map_err(|e| match &e {
         RangeError::UnknownRevision { field, .. } => ApiError::unprocessable(field, e.to_string()),
         RangeError::Unrelated { .. } | RangeError::NotAncestor { .. } => {
             ApiError::unprocessable("good", e.to_string())
@@ -206,8 +243,8 @@ pub(crate) async fn submit(
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
                               magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
-                              candidates_total)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
+                              candidates_total, use_merge_base)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
     )
     .bind(repo_id)
     .bind(job_id)
@@ -224,20 +261,12 @@ pub(crate) async fn submit(
     .bind(submitted_by)
     .bind(req.first_parent)
     .bind(range.candidates.len() as i32)
+    .bind(req.use_merge_base)
     .fetch_one(&mut *tx)
     .await?;
     let stored = std::time::Instant::now();
     crate::store::candidates::insert(&mut tx, id, &range).await?;
-    let mut story = format!(
-        "Submitted: {} candidate commits in {}..{}.",
-        range.candidates.len(),
-        req.good,
-        req.bad
-    );
-    if let Some(note) = &range.merge_base_note {
-        story.push_str("; ");
-        story.push_str(note);
-    }
+    let story = crate::fetcher::submitted_story(&range, &req.good, &req.bad);
     crate::scheduler::event(&mut *tx, id, "submitted", &story).await?;
     // Committed with the bisect: should the first advance below fail, the scheduler retries.
     crate::store::wakeups::wake(&mut *tx, id, crate::store::wakeups::Reason::Submitted).await?;
@@ -258,6 +287,68 @@ pub(crate) async fn submit(
         store_ms = (advanced - stored).as_millis() as u64,
         first_advance_ms = advanced.elapsed().as_millis() as u64,
         "submit: timings"
+    );
+    Ok(id)
+}
+
+/// Stores a bisect that waits for its repository's fetch (`fetching`, no range yet): the
+/// fetch job resolves it (`fetcher`).
+async fn store_waiting(
+    state: &AppState,
+    submitted_by: Option<i64>,
+    req: &SubmitBisect,
+    spec: &JobSpec,
+    repo_id: i64,
+    generation: i64,
+) -> ApiResult<i64> {
+    let job_id = crate::store::jobs::ensure(
+        &state.db,
+        &spec.hash(),
+        &serde_json::to_value(spec).map_err(anyhow::Error::from)?,
+        &req.job,
+        &spec.testcase,
+        &spec.tbox_group,
+    )
+    .await?;
+    let mut tx = state.db.begin().await?;
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
+                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
+                              use_merge_base, fetch_generation, status)
+         VALUES ($1, $2, $3, $4, '', '', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'fetching') RETURNING id",
+    )
+    .bind(repo_id)
+    .bind(job_id)
+    .bind(&req.good)
+    .bind(&req.bad)
+    .bind(&req.metric)
+    .bind(&req.direction)
+    .bind(req.magnitude_pct)
+    .bind(req.confidence.unwrap_or(0.99))
+    .bind(req.max_runs.unwrap_or(400) as i32)
+    .bind(serde_json::json!(req.notify))
+    .bind(submitted_by)
+    .bind(req.first_parent)
+    .bind(req.use_merge_base)
+    .bind(generation)
+    .fetch_one(&mut *tx)
+    .await?;
+    crate::scheduler::event(
+        &mut *tx,
+        id,
+        "fetching",
+        &format!(
+            "Waiting for the repository's fetch; the range {}..{} is resolved once it is done.",
+            req.good, req.bad
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(
+        bisect = id,
+        repository = repo_id,
+        generation,
+        "bisect waits for a fetch"
     );
     Ok(id)
 }
@@ -494,6 +585,7 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
         updated_at: b.updated_at,
         finished_at: b.finished_at,
         findings: b.findings.and_then(|f| serde_json::from_value(f).ok()),
+        materials: crate::materials::for_api(&state.db, id, &state.public_url).await?,
     })
 }
 

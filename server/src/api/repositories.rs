@@ -1,4 +1,4 @@
-//! Registering repositories; the server mirrors each one.
+//! Registering repositories; the server mirrors each one in the background (`fetcher`).
 
 use super::ApiJson;
 use crate::AppState;
@@ -23,6 +23,9 @@ struct RepoRow {
     created_at: chrono::DateTime<chrono::Utc>,
     fetched_at: Option<chrono::DateTime<chrono::Utc>>,
     web_url: Option<String>,
+    state: String,
+    fetch_error: Option<String>,
+    fetch_requested: i64,
 }
 
 impl From<RepoRow> for Repository {
@@ -34,6 +37,8 @@ impl From<RepoRow> for Repository {
             created_at: r.created_at,
             fetched_at: r.fetched_at,
             web_url: r.web_url,
+            state: r.state,
+            fetch_error: r.fetch_error,
         }
     }
 }
@@ -53,10 +58,13 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
-/// Register a repository and make its mirror. Registering the same name and URL again refreshes the mirror.
+/// Register a repository. It is stored as `mirroring` and this answers at once (202); a
+/// background fetch moves it to `ready`, or to `failed` with `fetch_error`. Registering the
+/// same name and URL again asks for a fresh fetch (200); a repository that failed before it
+/// was ever mirrored may be registered again with another URL.
 #[utoipa::path(post, path = "/api/v1/repositories", tag = "repositories", request_body = CreateRepository,
-    responses((status = 201, body = Repository), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody),
-              (status = 422, body = ErrorBody)),
+    responses((status = 200, body = Repository), (status = 202, body = Repository), (status = 400, body = ErrorBody),
+              (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("api_token" = [])))]
 async fn create_repository(
     State(state): State<AppState>,
@@ -80,48 +88,44 @@ async fn create_repository(
     if req.url.trim().is_empty() {
         return Err(ApiError::bad("url", "must not be empty"));
     }
+    // Before anything is stored: a password in the URL would reach the database.
+    perfbisect_gitfetch::check_url(&req.url)
+        .map_err(|e| ApiError::unprocessable("url", e.to_string()))?;
     let existing: Option<RepoRow> = sqlx::query_as("SELECT * FROM repositories WHERE name = $1")
         .bind(&req.name)
         .fetch_optional(&state.db)
         .await?;
     if let Some(r) = &existing
         && r.url != req.url
+        && !(r.state == "failed" && r.fetched_at.is_none())
     {
         return Err(ApiError::Conflict(format!(
             "repository `{}` is already registered with url `{}`",
             req.name, r.url
         )));
     }
-    // Fetch before storing anything, so an unreachable URL leaves no row behind.
-    let id = match &existing {
-        Some(r) => r.id,
-        None => {
-            sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence('repositories', 'id'))")
-                .fetch_one(&state.db)
-                .await?
-        }
-    };
-    let mirrors = state.mirrors.clone();
-    let url = req.url.clone();
-    tokio::task::spawn_blocking(move || mirrors.fetch(id, &url))
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?
-        .map_err(|e| ApiError::unprocessable("url", e.to_string()))?;
+    // Each registration asks for the next fetch generation; a new row starts `mirroring`, a
+    // failed one mirrors again, a ready one stays ready while it refreshes.
     let row: RepoRow = sqlx::query_as(
-        "INSERT INTO repositories (id, name, url, fetched_at, web_url) VALUES ($1, $2, $3, now(), $4)
-         ON CONFLICT (name) DO UPDATE SET fetched_at = now(),
-             web_url = COALESCE(EXCLUDED.web_url, repositories.web_url) RETURNING *",
+        "INSERT INTO repositories (name, url, web_url, state, fetch_requested) VALUES ($1, $2, $3, 'mirroring', 1)
+         ON CONFLICT (name) DO UPDATE SET
+             fetch_requested = repositories.fetch_requested + 1,
+             url = CASE WHEN repositories.state = 'failed' AND repositories.fetched_at IS NULL
+                        THEN EXCLUDED.url ELSE repositories.url END,
+             state = CASE WHEN repositories.state = 'failed' THEN 'mirroring' ELSE repositories.state END,
+             web_url = COALESCE(EXCLUDED.web_url, repositories.web_url)
+         RETURNING *",
     )
-    .bind(id)
     .bind(&req.name)
     .bind(&req.url)
     .bind(&req.web_url)
     .fetch_one(&state.db)
     .await?;
+    crate::fetcher::spawn(&state, row.id, row.fetch_requested);
     let status = if existing.is_some() {
         StatusCode::OK
     } else {
-        StatusCode::CREATED
+        StatusCode::ACCEPTED
     };
     Ok((status, Json(row.into())))
 }

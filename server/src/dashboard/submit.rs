@@ -92,6 +92,8 @@ pub struct SubmitQuery {
 struct SubmitPage {
     nav: &'static str,
     repositories: Vec<String>,
+    /// Repositories not ready to bisect, with their state and last fetch error.
+    not_ready: Vec<(String, String, Option<String>)>,
     examples: &'static [Example],
     from: Option<i64>,
     form: Prefill,
@@ -149,9 +151,15 @@ pub async fn page(
         sqlx::query_scalar("SELECT name FROM repositories ORDER BY name")
             .fetch_all(&state.db)
             .await?;
+    let not_ready: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT name, state, fetch_error FROM repositories WHERE state <> 'ready' ORDER BY name",
+    )
+    .fetch_all(&state.db)
+    .await?;
     let html = SubmitPage {
         nav: "submit",
         repositories,
+        not_ready,
         examples: EXAMPLES,
         from: q.from,
         form,

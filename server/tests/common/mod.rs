@@ -149,6 +149,31 @@ pub async fn with_repo() -> Fixture {
         Some(serde_json::json!({"name": "r", "url": f.repo.display().to_string()})),
     )
     .await;
-    assert_eq!(s, axum::http::StatusCode::CREATED, "{v}");
+    assert_eq!(s, axum::http::StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["state"], "mirroring", "{v}");
+    wait_repository(&f.state, "r", "ready").await;
     f
+}
+
+/// Polls `GET /api/v1/repositories` until repository `name` is in `state` (`ready`,
+/// `failed`), with a deadline; its JSON.
+pub async fn wait_repository(state: &AppState, name: &str, wanted: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, text) = request(state, "GET", "/api/v1/repositories", None, None).await;
+        let list: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let repo = list
+            .as_array()
+            .and_then(|l| l.iter().find(|r| r["name"] == name).cloned());
+        if let Some(r) = &repo
+            && r["state"] == wanted
+        {
+            return r.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "repository {name} never reached {wanted}: {repo:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
