@@ -68,9 +68,10 @@ async fn load_evidence(
     points: &HashMap<String, Point>,
 ) -> anyhow::Result<Evidence> {
     let mut evidence = Evidence::default();
-    // (task, sha, completed, value) in upload order within each task.
-    let runs: Vec<(i64, String, bool, Option<f64>)> = sqlx::query_as(
-        "SELECT task_id, sha, completed, (metrics ->> $2)::float8 FROM runs
+    // (task, sha, completed, value, start, host) in upload order within each task.
+    let runs: Vec<(i64, String, bool, Option<f64>, f64, i64)> = sqlx::query_as(
+        "SELECT task_id, sha, completed, (metrics ->> $2)::float8,
+                EXTRACT(EPOCH FROM started_at)::float8, host_id FROM runs
          WHERE bisect_id = $1 ORDER BY task_id, iteration",
     )
     .bind(bisect)
@@ -78,13 +79,18 @@ async fn load_evidence(
     .fetch_all(&mut *tx)
     .await?;
     let mut per_task: HashMap<i64, Vec<(Point, Option<f64>)>> = HashMap::new();
-    for (task, sha, completed, value) in runs {
+    for (task, sha, completed, value, at, host) in runs {
         let Some(point) = points.get(&sha).copied() else {
             continue;
         };
         let sample = value.filter(|v| completed && v.is_finite());
         match sample {
-            Some(v) => evidence.samples.entry(point).or_default().push(v),
+            Some(v) => {
+                evidence.samples.entry(point).or_default().push(v);
+                // When and where, so the engine can tell host drift from a change.
+                let taken = perfbisect_engine::Taken { at, host };
+                evidence.taken.entry(point).or_default().push(taken);
+            }
             None => *evidence.failed.entry(point).or_default() += 1,
         }
         per_task.entry(task).or_default().push((point, sample));

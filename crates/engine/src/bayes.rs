@@ -17,10 +17,12 @@
 //! points that descend from k, as a bitset) rather than per commit.
 //!
 //! ## Decisions
-//! Reproduce (both endpoints measured, "no change" below 1/2), search (W commits at the
-//! quantiles i/(W+1) of the culprit mass over the DAG, plus the endpoints whenever they hold
-//! less than a tenth of the samples), verify (interleaved culprit-vs-parent runs on one host
-//! once a commit holds the target probability), then `Found`.
+//! Reproduce (both endpoints measured, "no change" below [`REPRODUCED`]), search (W commits
+//! at the quantiles i/(W+1) of the culprit mass over the DAG, plus the endpoints whenever they
+//! hold less than their share of the samples), verify (interleaved culprit-vs-parent runs on
+//! one host once a commit holds the target probability), then the predictive check: a second
+//! step given the first (`belief` with `fixed`), anywhere in the DAG; `Found` when the culprit
+//! survives it, `Outcome::Changes` when there are two.
 
 use crate::decide::{
     Assessment, ChangePoint, Decision, Direction, Explained, Findings, Outcome, Phase, Point,
