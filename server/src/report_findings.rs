@@ -15,14 +15,11 @@ pub fn range_findings(
     commit: impl Fn(&str) -> Commit,
 ) -> Option<RangeFindings> {
     let f: EngineFindings = serde_json::from_value(stored?.clone()).ok()?;
-    let contradicted = f
-        .direction_contradicted
-        .then(|| match direction {
-            Some("increase") => Some(StatedDirection::Increase),
-            Some("decrease") => Some(StatedDirection::Decrease),
-            _ => None,
-        })
-        .flatten();
+    let contradicted = match (f.direction_contradicted, direction) {
+        (true, Some("increase")) => Some(StatedDirection::Increase),
+        (true, Some("decrease")) => Some(StatedDirection::Decrease),
+        _ => None,
+    };
     Some(RangeFindings {
         change: f.change,
         changes: f

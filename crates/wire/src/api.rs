@@ -76,7 +76,9 @@ pub struct SubmitBisect {
     /// Target probability that the culprit is right; default 0.99.
     #[serde(default)]
     pub confidence: Option<f64>,
-    /// Cap on benchmark runs for the whole bisect; default 400.
+    /// Cap on benchmark runs for the whole bisect. Without it the budget follows from the
+    /// engine's prediction after the endpoints, under the server's ceiling; with it, also
+    /// under this number.
     #[serde(default)]
     pub max_runs: Option<u32>,
     /// Addresses to notify when the bisect ends.
