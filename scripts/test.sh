@@ -17,6 +17,13 @@ stop_pg() {
   fi
 }
 trap stop_pg EXIT
+# schemathesis (PyPI) for cli/tests/schemathesis.rs, in a venv beside the build.
+venv="${CARGO_TARGET_DIR:-$PWD/target}/schemathesis-venv"
+if [ ! -x "$venv/bin/schemathesis" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q schemathesis==4.32.5
+fi
+export PERFBISECT_SCHEMATHESIS="$venv/bin/schemathesis"
 cargo build --workspace --all-targets -q
 # Doc tests first, so the run closes on the main runner's summary.
 cargo test --workspace --doc -q

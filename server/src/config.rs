@@ -68,12 +68,20 @@ pub struct ServerConfig {
     /// How the mirrors reach remote repositories (https CA and credentials, ssh key).
     #[command(flatten)]
     pub git: Box<perfbisect_gitfetch::GitAuth>,
+    /// Which repository URLs may be registered and fetched.
+    #[command(flatten)]
+    pub repo_urls: crate::url_policy::UrlPolicyConfig,
     /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
     #[arg(long, env = "PERFBISECT_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// The private key (PEM) of --tls-cert.
     #[arg(long, env = "PERFBISECT_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// A connection must send a request's headers within this many seconds, or it is
+    /// closed (slow or silent clients cannot hold connections open).
+    #[arg(long, env = "PERFBISECT_HEADER_READ_TIMEOUT_SECS", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_secs: u64,
 }
 
 /// A token given directly, or in a file.

@@ -20,6 +20,9 @@ pub enum GitError {
     /// Fetching over the network (the git command: https, ssh, local paths).
     #[error(transparent)]
     Remote(#[from] perfbisect_gitfetch::FetchError),
+    /// The repository URL policy refuses the URL (`url_policy`).
+    #[error("refused by the repository URL policy: {0}")]
+    Refused(#[from] crate::url_policy::UrlRefused),
 }
 
 /// The mirror directory of every repository, under one root.
@@ -28,6 +31,8 @@ pub struct Mirrors {
     root: PathBuf,
     /// How remotes are reached (CA file, credential store, ssh key, known_hosts).
     auth: perfbisect_gitfetch::GitAuth,
+    /// Which URLs may be fetched at all.
+    urls: std::sync::Arc<crate::url_policy::UrlPolicy>,
 }
 
 /// One commit of a candidate set.
@@ -88,7 +93,14 @@ impl Mirrors {
         Self {
             root: root.into(),
             auth: Default::default(),
+            urls: Default::default(),
         }
+    }
+
+    /// Checks every URL against `policy` before fetching it.
+    pub fn with_url_policy(mut self, policy: crate::url_policy::UrlPolicy) -> Self {
+        self.urls = std::sync::Arc::new(policy);
+        self
     }
 
     /// Uses `auth` for every fetch from now on.
@@ -104,6 +116,7 @@ impl Mirrors {
     /// Creates or updates the bare mirror of `url` for repository `repo_id`, with the git
     /// command (incremental; https and ssh with the configured credentials).
     pub fn fetch(&self, repo_id: i64, url: &str) -> Result<(), GitError> {
+        self.urls.check(url)?;
         Ok(self.auth.fetch(&self.path(repo_id), url)?)
     }
 

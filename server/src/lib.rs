@@ -19,6 +19,7 @@ pub mod findings;
 pub mod git;
 pub mod graphs;
 pub mod health;
+pub mod listen;
 pub mod mail_policy;
 pub mod materials;
 pub mod metrics;
@@ -32,6 +33,7 @@ pub mod report_input;
 pub mod scheduler;
 pub mod store;
 pub mod tls;
+pub mod url_policy;
 pub mod watch;
 
 use anyhow::Context;
@@ -133,6 +135,8 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     );
     state.mail = Arc::new(config.mail.settings()?);
     state.mirrors = state.mirrors.clone().with_auth((*config.git).clone());
+    state.mirrors = (state.mirrors.clone())
+        .with_url_policy(url_policy::UrlPolicy::new(config.repo_urls.clone()));
     state.access = Arc::new(config.read_access()?);
     state.max_runs_ceiling = config.max_runs_ceiling;
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -150,21 +154,21 @@ pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
     tokio::spawn(watch::run(state.clone()));
     tokio::spawn(fetcher::run(state.clone()));
     notify::sender::spawn(&state)?;
-    match (&config.tls_cert, &config.tls_key) {
-        (Some(cert), Some(key)) => {
-            let tls = tls::server_config(cert, key)?;
-            tracing::info!(%addr, "perfbisect server listening (TLS)");
-            println!("perfbisect server listening on https://{addr}");
-            tls::serve(listener, tls, api::router(state), shutdown_signal()).await?;
-        }
-        _ => {
-            tracing::info!(%addr, "perfbisect server listening");
-            println!("perfbisect server listening on http://{addr}");
-            axum::serve(listener, api::router(state))
-                .with_graceful_shutdown(shutdown_signal())
-                .await?;
-        }
-    }
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::server_config(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, "perfbisect server listening");
+    println!("perfbisect server listening on {scheme}://{addr}");
+    listen::serve(
+        listener,
+        tls,
+        api::router(state),
+        Duration::from_secs(config.header_read_timeout_secs),
+        shutdown_signal(),
+    )
+    .await?;
     db.close().await;
     if let Some(cluster) = cluster {
         tracing::info!("stopping embedded PostgreSQL");

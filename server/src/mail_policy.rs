@@ -6,6 +6,9 @@
 /// Most addresses one bisect's `notify` may list (mail to many more is a mailing list).
 pub const MAX_RECIPIENTS: usize = 100;
 
+/// Longest address `notify` may hold (RFC 5321's limit on a path is 256 with its brackets).
+pub const MAX_ADDRESS_LEN: usize = 254;
+
 /// Most extra headers per bisect.
 pub const MAX_EXTRA_HEADERS: usize = 20;
 

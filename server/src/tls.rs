@@ -6,10 +6,8 @@ use anyhow::Context;
 use axum_server::tls_rustls::RustlsConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The server's TLS configuration from PEM files.
 pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<RustlsConfig> {
@@ -26,25 +24,4 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<RustlsConfig> {
         .context("--tls-cert and --tls-key do not make a certificate")?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(RustlsConfig::from_config(Arc::new(config)))
-}
-
-/// Serves `app` over TLS on `listener` until `shutdown` resolves, then lets requests under
-/// way finish (long polls end within their own wait).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    tls: RustlsConfig,
-    app: axum::Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let handle = axum_server::Handle::new();
-    let stopper = handle.clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        stopper.graceful_shutdown(Some(Duration::from_secs(30)));
-    });
-    axum_server::from_tcp_rustls(listener.into_std()?, tls)?
-        .handle(handle)
-        .serve(app.into_make_service())
-        .await?;
-    Ok(())
 }

@@ -1301,7 +1301,7 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
     .unwrap();
     let rcpt =
         perfbisect_server::notify::recipients::Recipients::assemble(["dev@example.org"], [], []);
-    let composed = perfbisect_server::notify::compose::compose(
+    let composed = perfbisect_server::notify::compose::compose_now(
         &content,
         id,
         perfbisect_server::notify::Event::Found,

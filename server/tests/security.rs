@@ -627,7 +627,10 @@ async fn reserved_mail_headers_and_too_many_recipients_are_refused() {
 
 #[tokio::test]
 async fn registration_answers_before_a_silent_remote_times_out() {
-    let f = common::fixture().await;
+    let mut f = common::fixture().await;
+    // The silent remote is on loopback: allowed explicitly.
+    f.state.mirrors = (f.state.mirrors.clone())
+        .with_url_policy(perfbisect_server::url_policy::UrlPolicy::allowing_private());
     perfbisect_server::repo_policy::set_fetch_timeouts(
         std::time::Duration::from_secs(2),
         std::time::Duration::from_secs(8),

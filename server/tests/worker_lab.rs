@@ -396,3 +396,33 @@ async fn builds_and_run_environments_are_in_the_task_detail() {
     let (s, _) = call(&f, "GET", "/api/v1/tasks/999999", None, None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn another_host_cannot_interrupt_a_task_or_write_into_its_bisect() {
+    let f = with_repo().await;
+    let (bisect, _h1, task) = holding_a_task(&f).await;
+    let tid = task["task_id"].as_i64().unwrap();
+    let other = register(&f, "h2").await;
+    let before = events(&f, bisect).await.len();
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/worker/tasks/{tid}/interrupted"),
+        Some(&other),
+        Some(json!({"message": "not mine"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(
+        events(&f, bisect).await.len(),
+        before,
+        "a host that never held the task recorded an event"
+    );
+    let (state, attempts, host) = task_row(&f, tid).await;
+    assert_eq!(
+        (state.as_str(), attempts),
+        ("running", 1),
+        "the holder keeps its task"
+    );
+    assert!(host.is_some());
+}

@@ -34,7 +34,11 @@ pub struct Worker {
     pub ssh: Option<SshHost>,
 }
 
-pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
+pub async fn run(mut config: WorkerConfig) -> anyhow::Result<()> {
+    // Before anything else: the token leaves this process's environment and command line.
+    if let Some(token) = crate::conceal::conceal(config.enroll_token.as_deref())? {
+        config.enroll_token = Some(token);
+    }
     std::fs::create_dir_all(&config.work_dir)
         .with_context(|| format!("creating work directory {}", config.work_dir.display()))?;
     let workspace = Workspace::new(&config.work_dir).with_auth(config.git.clone());

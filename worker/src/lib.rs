@@ -13,6 +13,7 @@ pub mod build;
 pub mod cache;
 pub mod checkout;
 pub mod client;
+pub mod conceal;
 pub mod config;
 pub mod deploy;
 pub mod exec;

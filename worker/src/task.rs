@@ -434,3 +434,57 @@ async fn complete_untestable(
         Err(e) => Err(e).context("reporting the untestable commit"),
     }
 }
+
+#[cfg(test)]
+mod assignment_tests {
+    use super::*;
+
+    fn assignment(sha: &str) -> TaskAssignment {
+        TaskAssignment {
+            task_id: 1,
+            bisect_id: 1,
+            repository_url: "/srv/x.git".into(),
+            sha: sha.into(),
+            pair_sha: None,
+            job: perfbisect_wire::job::JobSpec::from_yaml(
+                "testcase: t\ntbox_group: g\nbuild: {command: 'true'}\nrun: {command: 'echo x: 1'}\n",
+            )
+            .unwrap(),
+            job_hash: "h".into(),
+            metric: "x.x".into(),
+            runs: 3,
+            done_iterations: vec![],
+            lease_expires_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn what_the_server_hands_over_is_checked_and_never_panics() {
+        let full = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(validate_assignment(&assignment(full)), Ok(()));
+        for bad in [
+            "",
+            "abc",
+            "0123456789a",
+            "../../etc/passwd",
+            &"g".repeat(40),
+        ] {
+            assert_eq!(short(bad).len(), bad.len().min(12));
+            let e = validate_assignment(&assignment(bad)).unwrap_err();
+            assert!(e.contains("not a full object id"), "{bad}: {e}");
+        }
+        let mut t = assignment(full);
+        t.pair_sha = Some("1234".into());
+        assert!(
+            validate_assignment(&t)
+                .unwrap_err()
+                .contains("paired commit")
+        );
+        let mut t = assignment(full);
+        t.runs = 0;
+        assert!(validate_assignment(&t).unwrap_err().contains("runs"));
+        let mut t = assignment(full);
+        t.job.run.command = "x".repeat(perfbisect_wire::job::MAX_COMMAND_BYTES + 1);
+        assert!(validate_assignment(&t).unwrap_err().contains("job spec"));
+    }
+}

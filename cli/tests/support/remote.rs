@@ -265,6 +265,8 @@ pub async fn tls_server(
         .env("PERFBISECT_API_TOKEN", API_TOKEN)
         .env("PERFBISECT_ENROLL_TOKEN", ENROLL_TOKEN)
         .env("PERFBISECT_LEASE_SECS", "30")
+        // The lab's git servers are on loopback: the URL policy must allow it.
+        .env("PERFBISECT_REPO_ALLOW_PRIVATE", "true")
         .env("DATABASE_URL", db_url);
     for (k, v) in env {
         cmd.env(k, v);

@@ -99,6 +99,15 @@ fn validate(req: &SubmitBisect) -> ApiResult<JobSpec> {
         ));
     }
     for (i, addr) in req.notify.iter().enumerate() {
+        if addr.len() > crate::mail_policy::MAX_ADDRESS_LEN {
+            return Err(ApiError::unprocessable(
+                &format!("notify[{i}]"),
+                format!(
+                    "longer than {} characters",
+                    crate::mail_policy::MAX_ADDRESS_LEN
+                ),
+            ));
+        }
         let ok = addr
             .split_once('@')
             .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !addr.contains(' '));

@@ -7,6 +7,7 @@ mod inventory;
 mod kconfigs;
 mod materials;
 mod metric_names;
+mod openapi_errors;
 mod priority;
 mod reports;
 mod repositories;
@@ -72,7 +73,7 @@ impl utoipa::Modify for SecuritySchemes {
 }
 
 pub fn router(state: AppState) -> Router {
-    let (api, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (api, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(repositories::routes())
         .merge(bisects::routes())
         .merge(workers::routes())
@@ -86,6 +87,7 @@ pub fn router(state: AppState) -> Router {
         .merge(watches::routes())
         .merge(inventory::routes())
         .split_for_parts();
+    openapi_errors::document(&mut openapi);
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
         .merge(api)
@@ -105,7 +107,7 @@ pub fn router(state: AppState) -> Router {
 
 /// The OpenAPI document, for snapshot tests and `perfbisect openapi`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, openapi) = OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
+    let (_, mut openapi) = OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
         .merge(repositories::routes())
         .merge(bisects::routes())
         .merge(workers::routes())
@@ -119,6 +121,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .merge(watches::routes())
         .merge(inventory::routes())
         .split_for_parts();
+    openapi_errors::document(&mut openapi);
     openapi
 }
 

@@ -139,16 +139,17 @@ async fn get_report_eml(
             let options = MailOptions::load(&state.db, id).await?;
             let extras = compose::extras(&state.db, id, event, settings).await?;
             compose::compose(
-                &content,
+                content,
                 id,
                 event,
-                &rcpt,
-                settings,
-                &options,
-                &extras,
-                &compose::message_id(&key, settings),
+                rcpt,
+                settings.clone(),
+                options,
+                extras,
+                compose::message_id(&key, settings),
                 SystemTime::now(),
             )
+            .await
             .map_err(unrenderable)?
             .raw
         }

@@ -11,7 +11,7 @@ use crate::report_input::Loaded;
 use lettre::message::header::{
     ContentDisposition, ContentTransferEncoding, ContentType, HeaderName, HeaderValue,
 };
-use lettre::message::{Body, Mailbox, MultiPart, SinglePart};
+use lettre::message::{Body, Mailbox, Mailboxes, MultiPart, SinglePart};
 use perfbisect_report::{Report, ReportError, ReportInput};
 use std::time::SystemTime;
 
@@ -29,6 +29,8 @@ pub enum ComposeError {
     Envelope(#[from] lettre::address::AddressError),
     #[error("{0}: a line is longer than SMTP's 998 characters or holds a NUL byte")]
     Unsendable(String),
+    #[error("composing the mail failed: {0}")]
+    Panicked(String),
 }
 
 /// Per-bisect options: threading onto a posted patch, another Reply-To, extra headers.
@@ -288,12 +290,49 @@ fn raw_header(name: &str, value: &str) -> Result<HeaderValue, ComposeError> {
     Ok(HeaderValue::new(name, value.to_string()))
 }
 
-/// Builds the message. `recipients` may be empty for a preview (the To header is left out).
+/// Builds the message on a blocking thread: with thousands of recipients composing takes
+/// long enough to stall the async threads that answer requests (and `/healthz`).
 #[expect(
     clippy::too_many_arguments,
     reason = "each argument is one independent input of the message"
 )]
-pub fn compose(
+pub async fn compose(
+    content: Content,
+    bisect: i64,
+    event: Event,
+    recipients: Recipients,
+    settings: std::sync::Arc<MailSettings>,
+    options: MailOptions,
+    extras: Extras,
+    message_id: String,
+    date: SystemTime,
+) -> Result<Composed, ComposeError> {
+    tokio::task::spawn_blocking(move || {
+        compose_now(
+            &content,
+            bisect,
+            event,
+            &recipients,
+            &settings,
+            &options,
+            &extras,
+            &message_id,
+            date,
+        )
+    })
+    .await
+    .map_err(|e| ComposeError::Panicked(e.to_string()))?
+}
+
+/// Builds the message here and now (blocking; see `compose`). `recipients` may be empty
+/// for a preview (the To header is left out). Linear in the number of recipients: each
+/// address header is built once from the whole list (lettre's `to()` per address re-parses
+/// the header it extends, which made 10,000 recipients quadratic).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "each argument is one independent input of the message"
+)]
+pub fn compose_now(
     content: &Content,
     bisect: i64,
     event: Event,
@@ -331,11 +370,13 @@ pub fn compose(
             .in_reply_to(parent.to_string())
             .references(references.join(" "));
     }
-    for m in &recipients.to {
-        b = b.to(m.clone());
+    if !recipients.to.is_empty() {
+        let to: Mailboxes = recipients.to.iter().cloned().collect();
+        b = b.mailbox(lettre::message::header::To::from(to));
     }
-    for m in &recipients.cc {
-        b = b.cc(m.clone());
+    if !recipients.cc.is_empty() {
+        let cc: Mailboxes = recipients.cc.iter().cloned().collect();
+        b = b.mailbox(lettre::message::header::Cc::from(cc));
     }
     // Bcc recipients are only in the envelope.
     // Robots' mail should not trigger vacation replies (RFC 3834).
@@ -394,4 +435,48 @@ pub fn compose(
         recipients: to.iter().map(|a| a.to_string()).collect(),
         raw: message.formatted(),
     })
+}
+
+#[cfg(test)]
+mod off_runtime_tests {
+    use super::*;
+
+    /// `compose` must not run on the async thread that awaits it. On a one-thread runtime,
+    /// a composition that ran inline would finish within its first poll, before the other
+    /// branch of a biased `select!` is ever polled; off the runtime, the other branch runs
+    /// while it composes.
+    #[tokio::test(flavor = "current_thread")]
+    async fn composing_runs_on_a_blocking_thread() {
+        let addrs: Vec<String> = (0..2000).map(|i| format!("p{i}@example.org")).collect();
+        let rcpt = Recipients::assemble(addrs.iter().map(String::as_str), [], []);
+        let content = Content {
+            subject: "s".into(),
+            text: "t\n".into(),
+            html: String::new(),
+        };
+        let caller = std::thread::current().id();
+        let mut polls_elsewhere = 0u64;
+        let composing = compose(
+            content,
+            1,
+            Event::Found,
+            rcpt,
+            Default::default(),
+            MailOptions::default(),
+            Extras::default(),
+            "<x@example.org>".into(),
+            SystemTime::UNIX_EPOCH,
+        );
+        tokio::pin!(composing);
+        let composed = loop {
+            tokio::select! {
+                biased;
+                done = &mut composing => break done.unwrap(),
+                _ = tokio::task::yield_now() => polls_elsewhere += 1,
+            }
+        };
+        assert_eq!(std::thread::current().id(), caller);
+        assert!(polls_elsewhere > 0, "composition blocked the async thread");
+        assert_eq!(composed.recipients.len(), 2000);
+    }
 }

@@ -178,16 +178,18 @@ async fn freeze(
     let options = MailOptions::load(&state.db, c.bisect_id).await?;
     let extras = compose::extras(&state.db, c.bisect_id, event, settings).await?;
     let composed = match compose::compose(
-        &content,
+        content,
         c.bisect_id,
         event,
-        &rcpt,
-        settings,
-        &options,
-        &extras,
-        &compose::message_id(&c.message_key, settings),
+        rcpt,
+        std::sync::Arc::new(settings.clone()),
+        options,
+        extras,
+        compose::message_id(&c.message_key, settings),
         SystemTime::now(),
-    ) {
+    )
+    .await
+    {
         Ok(m) => m,
         Err(e) => return Ok(Err(e.to_string())),
     };
