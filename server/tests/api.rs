@@ -702,6 +702,19 @@ async fn a_bisect_submitted_while_mirroring_waits_and_an_unknown_revision_fails_
     assert_eq!(s, StatusCode::ACCEPTED, "{bad}");
     let (_, list) = call(&f, "GET", "/api/v1/bisects?status=fetching", None, None).await;
     assert_eq!(list["total"], json!(2), "{list}");
+    // The dashboard shows it waiting, and the list filters on the status.
+    let (s, page) = common::request(
+        &f.state,
+        "GET",
+        &format!("/bisects/{}", ok["id"]),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(page.contains("fetching"), "{page}");
+    let (s, page) = common::request(&f.state, "GET", "/bisects?status=fetching", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
     // Still mirroring while the lock is held: nothing fetched behind the holder's back.
     let (_, repos) = call(&f, "GET", "/api/v1/repositories", None, None).await;
     assert_eq!(repos[0]["state"], json!("mirroring"), "{repos}");
@@ -718,6 +731,17 @@ async fn a_bisect_submitted_while_mirroring_waits_and_an_unknown_revision_fails_
     assert_eq!(bad["status"], json!("failed"), "{bad}");
     let reason = bad["status_reason"].as_str().unwrap();
     assert!(reason.contains("nosuchtag"), "{reason}");
+    // Its report says why, as any failed bisect's does.
+    let (s, report) = common::request(
+        &f.state,
+        "GET",
+        &format!("/api/v1/bisects/{}/report", bad["id"]),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    assert!(report.contains("nosuchtag"), "{report}");
     let (_, events) = call(
         &f,
         "GET",
