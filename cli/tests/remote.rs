@@ -13,30 +13,11 @@ mod remote;
 use common::{Lab, assert_found};
 use perfbisect_cli::api::{Api, ApiError};
 use perfbisect_cli::demo::watch;
-use perfbisect_cli::example;
-use perfbisect_wire::api::SubmitBisect;
 use remote::{GitSshd, HttpsGit, Pki, tls_server, tls_worker};
 use std::path::Path;
 use std::time::Duration;
 
 const PASSWORD: &str = "correct-horse-s3cret";
-
-fn submit_request() -> SubmitBisect {
-    SubmitBisect {
-        repository: "example".into(),
-        good: "good".into(),
-        bad: "bad".into(),
-        job: example::JOB_YAML.into(),
-        metric: example::METRIC.into(),
-        direction: None,
-        magnitude_pct: None,
-        confidence: None,
-        max_runs: None,
-        notify: vec![],
-        use_merge_base: false,
-        first_parent: false,
-    }
-}
 
 async fn repository_rows(lab: &Lab) -> i64 {
     let pool = sqlx::PgPool::connect(&lab.db_url).await.unwrap();
@@ -209,7 +190,7 @@ async fn a_bisect_runs_with_the_repository_over_https_and_workers_over_tls() {
         (repo.url.as_str(), repo.state.as_str()),
         (url.as_str(), "mirroring")
     );
-    let submitted = api.submit(&submit_request()).await.unwrap();
+    let submitted = api.submit(&common::example_request()).await.unwrap();
     assert_eq!(submitted.status, "fetching", "{submitted:?}");
     // The CLI reaches the TLS server with the lab's CA (`--ca-file`), and not without it.
     let status = perfbisect_cli_status(&api, submitted.id, Some(&pki.ca));
@@ -274,7 +255,7 @@ async fn a_bisect_runs_with_the_repository_over_ssh_with_key_authentication() {
     api.add_repository("example", &url).await.unwrap();
     let _w1 = tls_worker(lab.path(), &api, &pki, "w1", &env);
     let _w2 = tls_worker(lab.path(), &api, &pki, "w2", &env);
-    let submitted = api.submit(&submit_request()).await.unwrap();
+    let submitted = api.submit(&common::example_request()).await.unwrap();
     let done = watch(&api, submitted.id, Duration::from_secs(300))
         .await
         .unwrap();

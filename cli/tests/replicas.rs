@@ -157,20 +157,7 @@ async fn a_fetch_runs_once_across_replicas_and_survives_a_restart() {
         .await
         .unwrap();
     assert_eq!((repo.id, repo.state.as_str()), (1, "mirroring"));
-    let mut req = perfbisect_wire::api::SubmitBisect {
-        repository: "example".into(),
-        good: "good".into(),
-        bad: "bad".into(),
-        job: perfbisect_cli::example::JOB_YAML.into(),
-        metric: perfbisect_cli::example::METRIC.into(),
-        direction: None,
-        magnitude_pct: None,
-        confidence: None,
-        max_runs: None,
-        notify: vec![],
-        use_merge_base: false,
-        first_parent: false,
-    };
+    let mut req = common::example_request();
     let first = api_a.submit(&req).await.unwrap();
     assert_eq!(first.status, "fetching", "{first:?}");
     a.kill_hard();

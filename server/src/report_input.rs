@@ -57,6 +57,7 @@ struct BisectRow {
     repository_id: i64,
     url: String,
     bad_rev: String,
+    good_rev: String,
     good_sha: String,
     bad_sha: String,
     metric: String,
@@ -102,7 +103,7 @@ struct Stored {
 
 async fn load_stored(conn: &mut PgConnection, id: i64) -> Result<Stored, ReportInputError> {
     let row: BisectRow = sqlx::query_as(
-        "SELECT r.name AS repository, r.id AS repository_id, r.url, b.bad_rev, b.good_sha, b.bad_sha,
+        "SELECT r.name AS repository, r.id AS repository_id, r.url, b.bad_rev, b.good_rev, b.good_sha, b.bad_sha,
                 b.metric, b.status, b.status_reason, b.culprit_sha, b.culprit_confidence, b.confidence,
                 b.assessments, b.notify, j.spec, j.testcase, b.findings, b.direction, b.max_runs,
                 (SELECT count(*) FROM runs WHERE bisect_id = b.id) AS runs_done
@@ -450,6 +451,20 @@ pub async fn load_running(
     load_with(conn, id, ctx, true).await
 }
 
+/// An endpoint's commit; one never resolved (a bisect that failed while `fetching`) has no
+/// id, and its revision as given stands in its subject.
+fn endpoint(stored: &Stored, sha: &str, rev: &str) -> Commit {
+    if sha.is_empty() {
+        Commit {
+            sha: String::new(),
+            subject: rev.to_string(),
+            author: None,
+        }
+    } else {
+        stored.commit(sha)
+    }
+}
+
 async fn load_with(
     conn: &mut PgConnection,
     id: i64,
@@ -543,8 +558,8 @@ async fn load_with(
                 .map(|f| f.branch.clone())
                 .or_else(|| branch_of(&row.bad_rev)),
         },
-        good: stored.commit(&row.good_sha),
-        bad: stored.commit(&row.bad_sha),
+        good: endpoint(&stored, &row.good_sha, &row.good_rev),
+        bad: endpoint(&stored, &row.bad_sha, &row.bad_rev),
         job: job_of(&row.spec, &row.testcase),
         machine: machine(conn, id, host).await?,
         metric: row.metric.clone(),

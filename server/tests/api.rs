@@ -609,7 +609,7 @@ async fn the_bisect_json_carries_the_materials_to_reproduce() {
     let job = format!("{JOB}kconfig: x86_64-rhel-9.4\n");
     let mut body = submit_body("v1", "v5");
     body["job"] = json!(job);
-    let (s, v) = call(&f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await;
+    let (s, v) = common::submit(&f, body).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     let id = v["id"].as_i64().unwrap();
     let (good, bad) = (
@@ -694,56 +694,54 @@ async fn a_bisect_submitted_while_mirroring_waits_and_an_unknown_revision_fails_
         (StatusCode::ACCEPTED, Some(1)),
         "{v}"
     );
-    let (s, ok) = call(
-        &f,
-        "POST",
-        "/api/v1/bisects",
-        Some(TOKEN),
-        Some(submit_body("v1", "v5")),
-    )
-    .await;
+    let (s, ok) = common::submit(&f, submit_body("v1", "v5")).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{ok}");
     assert_eq!(ok["status"], json!("fetching"), "{ok}");
     assert_eq!(ok["candidates_total"], json!(0), "{ok}");
-    let (s, bad) = call(
-        &f,
-        "POST",
-        "/api/v1/bisects",
-        Some(TOKEN),
-        Some(submit_body("v1", "nosuchtag")),
-    )
-    .await;
+    let (s, bad) = common::submit(&f, submit_body("v1", "nosuchtag")).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{bad}");
     let (_, list) = call(&f, "GET", "/api/v1/bisects?status=fetching", None, None).await;
     assert_eq!(list["total"], json!(2), "{list}");
+    // The dashboard shows it waiting, and the list filters on the status.
+    let (s, page) = common::request(
+        &f.state,
+        "GET",
+        &format!("/bisects/{}", ok["id"]),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(page.contains("fetching"), "{page}");
+    let (s, page) = common::request(&f.state, "GET", "/bisects?status=fetching", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
     // Still mirroring while the lock is held: nothing fetched behind the holder's back.
     let (_, repos) = call(&f, "GET", "/api/v1/repositories", None, None).await;
     assert_eq!(repos[0]["state"], json!("mirroring"), "{repos}");
     holder.close().await.unwrap();
     common::wait_repository(&f.state, "r", "ready").await;
-    let until_resolved = async |id: &Value| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let (_, v) = call(&f, "GET", &format!("/api/v1/bisects/{id}"), None, None).await;
-            // Resolved, then advanced once (`queued` in between).
-            if v["status"] != json!("fetching") && v["status"] != json!("queued") {
-                return v;
-            }
-            assert!(std::time::Instant::now() < deadline, "{v}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    let ok = until_resolved(&ok["id"]).await;
+    let ok = common::wait_resolved(&f, &ok["id"]).await;
     assert_eq!(ok["status"], json!("reproducing"), "{ok}");
     assert_eq!(ok["candidates_total"], json!(4));
     assert_eq!(
         ok["bad"]["sha"].as_str().unwrap(),
         git(&f.repo, &["rev-parse", "v5"])
     );
-    let bad = until_resolved(&bad["id"]).await;
+    let bad = common::wait_resolved(&f, &bad["id"]).await;
     assert_eq!(bad["status"], json!("failed"), "{bad}");
     let reason = bad["status_reason"].as_str().unwrap();
     assert!(reason.contains("nosuchtag"), "{reason}");
+    // Its report says why, as any failed bisect's does.
+    let (s, report) = common::request(
+        &f.state,
+        "GET",
+        &format!("/api/v1/bisects/{}/report", bad["id"]),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    assert!(report.contains("nosuchtag"), "{report}");
     let (_, events) = call(
         &f,
         "GET",

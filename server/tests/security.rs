@@ -683,14 +683,8 @@ async fn registration_answers_before_a_silent_remote_times_out() {
         "{list}"
     );
     // A bisect submitted meanwhile waits for the fetch, then fails with its reason.
-    let (s, b) = call(
-        &f,
-        "POST",
-        "/api/v1/bisects",
-        Some(TOKEN),
-        Some(json!({"repository": "silent", "good": "v1", "bad": "v5", "job": common::JOB, "metric": "t.x"})),
-    )
-    .await;
+    let silent_bisect = json!({"repository": "silent", "good": "v1", "bad": "v5", "job": common::JOB, "metric": "t.x"});
+    let (s, b) = common::submit(&f, silent_bisect.clone()).await;
     assert_eq!(s.as_u16(), 202, "{b}");
     assert_eq!(b["status"], "fetching", "{b}");
     for (name, url) in &urls {
@@ -701,34 +695,12 @@ async fn registration_answers_before_a_silent_remote_times_out() {
             "{url}: {msg}"
         );
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let failed = loop {
-        let (_, v) = call(
-            &f,
-            "GET",
-            &format!("/api/v1/bisects/{}", b["id"]),
-            None,
-            None,
-        )
-        .await;
-        if v["status"] != "fetching" {
-            break v;
-        }
-        assert!(std::time::Instant::now() < deadline, "{v}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    let failed = common::wait_resolved(&f, &b["id"]).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     let reason = failed["status_reason"].as_str().unwrap();
     assert!(reason.contains("could not be fetched"), "{reason}");
     // A failed repository refuses submissions with its error, and may be registered again.
-    let (s, v) = call(
-        &f,
-        "POST",
-        "/api/v1/bisects",
-        Some(TOKEN),
-        Some(json!({"repository": "silent", "good": "v1", "bad": "v5", "job": common::JOB, "metric": "t.x"})),
-    )
-    .await;
+    let (s, v) = common::submit(&f, silent_bisect.clone()).await;
     assert_eq!(s.as_u16(), 422, "{v}");
     assert_eq!(v["error"]["field"], "repository", "{v}");
     let (s, v) = call(

@@ -89,18 +89,8 @@ impl Lab {
             example::JOB_YAML.replace("command: ./bench", &format!("command: {run_prefix}./bench"));
         self.api
             .submit(&SubmitBisect {
-                repository: "example".into(),
-                good: "good".into(),
-                bad: "bad".into(),
                 job,
-                metric: example::METRIC.into(),
-                direction: None,
-                magnitude_pct: None,
-                confidence: None,
-                max_runs: None,
-                notify: vec![],
-                use_merge_base: false,
-                first_parent: false,
+                ..example_request()
             })
             .await
             .unwrap()
@@ -124,6 +114,24 @@ impl Lab {
 
     pub fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.path().join(format!("{name}.log"))).unwrap_or_default()
+    }
+}
+
+/// The example's bisect (repository `example`, good..bad, its job and metric).
+pub fn example_request() -> SubmitBisect {
+    SubmitBisect {
+        repository: "example".into(),
+        good: "good".into(),
+        bad: "bad".into(),
+        job: example::JOB_YAML.into(),
+        metric: example::METRIC.into(),
+        direction: None,
+        magnitude_pct: None,
+        confidence: None,
+        max_runs: None,
+        notify: vec![],
+        use_merge_base: false,
+        first_parent: false,
     }
 }
 

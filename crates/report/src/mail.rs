@@ -267,8 +267,14 @@ pub fn subject(input: &ReportInput, config: &ReportConfig) -> Result<String, Rep
 
 /// Render the report of a bisect.
 pub fn render(input: &ReportInput, config: &ReportConfig) -> Result<Report, ReportError> {
-    check_sha(&input.good)?;
-    check_sha(&input.bad)?;
+    // A bisect that failed before its range was resolved (its repository's fetch failed, a
+    // revision did not exist) has endpoints without ids: their subjects name the revisions.
+    let unresolved_allowed = matches!(input.outcome, crate::input::Outcome::Failed { .. });
+    for c in [&input.good, &input.bad] {
+        if !(unresolved_allowed && c.sha.is_empty()) {
+            check_sha(c)?;
+        }
+    }
     let kpi = config.kpi_table();
     match &input.outcome {
         crate::input::Outcome::Found {
@@ -691,7 +697,15 @@ fn render_found(
 }
 
 fn range(input: &ReportInput) -> String {
-    format!("{}..{}", input.good.short(10), input.bad.short(10))
+    // An unresolved endpoint (a failed bisect's) is named by its revision, in `subject`.
+    let name = |c: &Commit| {
+        if c.sha.is_empty() {
+            c.subject.clone()
+        } else {
+            c.short(10).to_string()
+        }
+    };
+    format!("{}..{}", name(&input.good), name(&input.bad))
 }
 
 fn endpoint(metric: &str, c: &Commit, runs: &[Run]) -> EndpointNumbers {

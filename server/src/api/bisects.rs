@@ -4,7 +4,7 @@ use super::ApiJson;
 use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
-use crate::git::RangeError;
+use crate::git::{self, RangeError};
 use crate::store::summaries;
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -237,41 +237,17 @@ pub(crate) async fn submit(
             .map_err(|e| ApiError::Internal(e.into()))?
             .map_err(ApiError::Internal)?
     };
-    // Outside the bisect's transaction, and without taking the row when it exists: submits
-    // of the same job do not queue behind each other.
-    let job_id = crate::store::jobs::ensure(
-        &state.db,
-        &spec.hash(),
-        &serde_json::to_value(&spec).map_err(anyhow::Error::from)?,
-        &req.job,
-        &spec.testcase,
-        &spec.tbox_group,
-    )
-    .await?;
+    let job_id = ensure_job(state, req, &spec).await?;
     let mut tx = state.db.begin().await?;
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
-                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
-                              candidates_total, use_merge_base)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+    let id = insert_bisect(
+        &mut tx,
+        req,
+        repo_id,
+        job_id,
+        submitted_by,
+        Ok(&range),
+        crate::budget::initial(req.max_runs, state.max_runs_ceiling),
     )
-    .bind(repo_id)
-    .bind(job_id)
-    .bind(&req.good)
-    .bind(&req.bad)
-    .bind(&range.good)
-    .bind(&range.bad)
-    .bind(&req.metric)
-    .bind(&req.direction)
-    .bind(req.magnitude_pct)
-    .bind(req.confidence.unwrap_or(0.99))
-    .bind(crate::budget::initial(req.max_runs, state.max_runs_ceiling) as i32)
-    .bind(serde_json::json!(req.notify))
-    .bind(submitted_by)
-    .bind(req.first_parent)
-    .bind(range.candidates.len() as i32)
-    .bind(req.use_merge_base)
-    .fetch_one(&mut *tx)
     .await?;
     let stored = std::time::Instant::now();
     crate::store::candidates::insert(&mut tx, id, &range).await?;
@@ -300,6 +276,69 @@ pub(crate) async fn submit(
     Ok(id)
 }
 
+/// The job spec's row. Outside the bisect's transaction, and without taking the row when it
+/// exists: submits of the same job do not queue behind each other.
+async fn ensure_job(state: &AppState, req: &SubmitBisect, spec: &JobSpec) -> ApiResult<i64> {
+    Ok(crate::store::jobs::ensure(
+        &state.db,
+        &spec.hash(),
+        &serde_json::to_value(spec).map_err(anyhow::Error::from)?,
+        &req.job,
+        &spec.testcase,
+        &spec.tbox_group,
+    )
+    .await?)
+}
+
+/// The bisect's row: with its resolved range (`queued`), or waiting for the fetch of a
+/// generation (`fetching`, its shas empty until resolved).
+async fn insert_bisect(
+    tx: &mut sqlx::PgConnection,
+    req: &SubmitBisect,
+    repo_id: i64,
+    job_id: i64,
+    submitted_by: Option<i64>,
+    range: Result<&git::Range, i64>,
+    max_runs: u32,
+) -> sqlx::Result<i64> {
+    let (good, bad, candidates, generation, status) = match range {
+        Ok(r) => (
+            r.good.as_str(),
+            r.bad.as_str(),
+            Some(r.candidates.len() as i32),
+            None,
+            "queued",
+        ),
+        Err(generation) => ("", "", None, Some(generation), "fetching"),
+    };
+    sqlx::query_scalar(
+        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
+                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
+                              candidates_total, use_merge_base, fetch_generation, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id",
+    )
+    .bind(repo_id)
+    .bind(job_id)
+    .bind(&req.good)
+    .bind(&req.bad)
+    .bind(good)
+    .bind(bad)
+    .bind(&req.metric)
+    .bind(&req.direction)
+    .bind(req.magnitude_pct)
+    .bind(req.confidence.unwrap_or(0.99))
+    .bind(max_runs as i32)
+    .bind(serde_json::json!(req.notify))
+    .bind(submitted_by)
+    .bind(req.first_parent)
+    .bind(candidates)
+    .bind(req.use_merge_base)
+    .bind(generation)
+    .bind(status)
+    .fetch_one(tx)
+    .await
+}
+
 /// Stores a bisect that waits for its repository's fetch (`fetching`, no range yet): the
 /// fetch job resolves it (`fetcher`).
 async fn store_waiting(
@@ -310,37 +349,17 @@ async fn store_waiting(
     repo_id: i64,
     generation: i64,
 ) -> ApiResult<i64> {
-    let job_id = crate::store::jobs::ensure(
-        &state.db,
-        &spec.hash(),
-        &serde_json::to_value(spec).map_err(anyhow::Error::from)?,
-        &req.job,
-        &spec.testcase,
-        &spec.tbox_group,
-    )
-    .await?;
+    let job_id = ensure_job(state, req, spec).await?;
     let mut tx = state.db.begin().await?;
-    let id: i64 = sqlx::query_scalar(
-        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
-                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
-                              use_merge_base, fetch_generation, status)
-         VALUES ($1, $2, $3, $4, '', '', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'fetching') RETURNING id",
+    let id = insert_bisect(
+        &mut tx,
+        req,
+        repo_id,
+        job_id,
+        submitted_by,
+        Err(generation),
+        crate::budget::initial(req.max_runs, state.max_runs_ceiling),
     )
-    .bind(repo_id)
-    .bind(job_id)
-    .bind(&req.good)
-    .bind(&req.bad)
-    .bind(&req.metric)
-    .bind(&req.direction)
-    .bind(req.magnitude_pct)
-    .bind(req.confidence.unwrap_or(0.99))
-    .bind(req.max_runs.unwrap_or(400) as i32)
-    .bind(serde_json::json!(req.notify))
-    .bind(submitted_by)
-    .bind(req.first_parent)
-    .bind(req.use_merge_base)
-    .bind(generation)
-    .fetch_one(&mut *tx)
     .await?;
     crate::scheduler::event(
         &mut *tx,

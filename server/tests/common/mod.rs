@@ -155,6 +155,25 @@ pub async fn with_repo() -> Fixture {
     f
 }
 
+/// `POST /api/v1/bisects` with the test token.
+pub async fn submit(f: &Fixture, body: Value) -> (StatusCode, Value) {
+    call(f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await
+}
+
+/// Polls the bisect until it has left the `fetching` state (and the `queued` one it passes
+/// through on its way to the first advance), with a deadline; its JSON.
+pub async fn wait_resolved(f: &Fixture, id: &Value) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, v) = call(f, "GET", &format!("/api/v1/bisects/{id}"), None, None).await;
+        if v["status"] != "fetching" && v["status"] != "queued" {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Polls `GET /api/v1/repositories` until repository `name` is in `state` (`ready`,
 /// `failed`), with a deadline; its JSON.
 pub async fn wait_repository(state: &AppState, name: &str, wanted: &str) -> Value {
