@@ -1,6 +1,7 @@
 //! The dashboard in a real browser: headless Chromium, driven through chromedriver
 //! (WebDriver, with fantoccini), against the end-to-end lab — a real `perfbisect server`,
-//! real workers, the generated example repository with its planted change.
+//! real workers, the generated example repository with its planted change, and a watched
+//! repository pushed to over time.
 //!
 //! Each test writes screenshots of the pages it visits to `target/screenshots/` at the
 //! workspace root, at a laptop's and a phone's window size.
@@ -14,6 +15,7 @@ use common::{API_TOKEN, Lab};
 use fantoccini::{Client, ClientBuilder, Locator};
 use perfbisect_cli::example::{self, JOB_YAML};
 use perfbisect_cli::processes::free_port;
+use perfbisect_cli::watch_example::{self, WatchHistoryOptions};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -420,6 +422,195 @@ async fn cancel_and_rerun_from_the_bisect_page() {
     assert_eq!(value_of(c, "#bad").await, "bad");
     assert_eq!(value_of(c, "#metric").await, example::METRIC);
     assert_eq!(value_of(c, "#job").await, JOB_YAML);
+    browser.stop().await;
+}
+
+#[tokio::test]
+async fn a_watch_made_and_changed_through_its_form_charts_its_change_points() {
+    let lab = Lab::new().await;
+    let _server = lab.server(30).await;
+    let _w1 = lab.worker("w1");
+    let _w2 = lab.worker("w2");
+    // A short history: the first planted change comes with push 2 and is confirmed by push 3.
+    let opts = WatchHistoryOptions {
+        pushes: 4,
+        first_change_push: 2,
+        second_change_push: 4,
+        ..Default::default()
+    };
+    let history = watch_example::generate(&lab.path().join("watched.git"), &opts).unwrap();
+    lab.api
+        .add_repository("watched", &history.path.display().to_string())
+        .await
+        .unwrap();
+    let browser = Browser::start(&lab).await;
+    let c = &browser.client;
+
+    // Create through the form on the watches page, with the token saved in the browser.
+    c.goto(&lab.url("/submit")).await.unwrap();
+    save_token(c).await;
+    c.goto(&lab.url("/watches")).await.unwrap();
+    fill(c, "#w-name", "nightly").await;
+    fill(c, "#w-repository", "watched").await;
+    fill(c, "#w-branch", "main").await;
+    c.execute(
+        "document.getElementById('w-job').value = arguments[0];",
+        vec![json!(JOB_YAML)],
+    )
+    .await
+    .unwrap();
+    fill(c, "#w-metrics", &format!("{} either 3", example::METRIC)).await;
+    fill(c, "#w-runs", "3").await;
+    fill(c, "#w-cadence", "3600").await;
+    fill(c, "#w-sample", "1").await;
+    fill(c, "#w-backfill", "5").await;
+    fill(c, "#w-recipients", "team@example.org, lead@example.org").await;
+    browser.screenshots("watch-new").await;
+    click(c, "#watch-form button[type=submit]").await;
+    let id = wait_js(
+        c,
+        "const m = location.pathname.match(/^\\/watches\\/(\\d+)$/); return m && Number(m[1]);",
+        Duration::from_secs(30),
+        "the form to lead to the new watch's page",
+    )
+    .await
+    .as_i64()
+    .unwrap();
+    let w = lab.api.watch(id).await.unwrap();
+    assert_eq!(w.name, "nightly");
+    assert_eq!(w.repository, "watched");
+    assert_eq!(w.branch, "main");
+    assert_eq!(w.metrics.len(), 1);
+    assert_eq!(w.metrics[0].name, example::METRIC);
+    assert_eq!(w.metrics[0].direction, "either");
+    assert_eq!(w.metrics[0].threshold_pct, 3.0);
+    assert_eq!(
+        (
+            w.runs_per_head,
+            w.cadence_secs,
+            w.sample_commits,
+            w.backfill
+        ),
+        (3, 3600, 1, 5)
+    );
+    assert_eq!(w.recipients, vec!["team@example.org", "lead@example.org"]);
+
+    // The server's first poll finds the head and 5 ancestors; the pushes come by webhook.
+    let start = Instant::now();
+    while lab.api.watch(id).await.unwrap().heads < 6 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no first poll");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for k in 1..history.pushes.len() {
+        history.push(k).unwrap();
+        lab.api.push_watch(id).await.unwrap();
+    }
+    let start = Instant::now();
+    let change = loop {
+        let changes = lab.api.changes(Some(id), false).await.unwrap();
+        if let Some(ch) = changes.into_iter().find(|ch| ch.bisect_id.is_some()) {
+            break ch;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no change opened a bisect:\n{}",
+            lab.log("server")
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let bisect = change.bisect_id.unwrap();
+
+    // The chart: every run a dot, and the change point marked between its two commits,
+    // linked to its bisect.
+    c.goto(&lab.url(&format!("/watches/{id}"))).await.unwrap();
+    let dots = c
+        .execute(
+            "return document.querySelectorAll('svg.series circle.run').length;",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_u64()
+        .unwrap();
+    assert!(dots >= 3 * 6, "{dots} runs drawn");
+    // A title is not rendered text: read it from the document.
+    let mark = wait_js(
+        c,
+        &format!(
+            "const t = document.querySelector('svg.series a[href=\"/bisects/{bisect}\"] g.change title');
+             return t && t.textContent;"
+        ),
+        Duration::from_secs(5),
+        "the change point's mark linked to its bisect",
+    )
+    .await
+    .as_str()
+    .unwrap()
+    .to_string();
+    assert!(
+        mark.contains(&change.before_sha[..8]) && mark.contains(&change.after_sha[..8]),
+        "{mark} for {change:?}"
+    );
+    assert!(mark.contains(&format!("bisect #{bisect}")), "{mark}");
+    browser.screenshots("watch-chart").await;
+    // The mark leads to the bisect's page.
+    c.execute(
+        &format!(
+            "document.querySelector('svg.series a[href=\"/bisects/{bisect}\"]')
+               .dispatchEvent(new MouseEvent('click', {{bubbles: true}}));"
+        ),
+        vec![],
+    )
+    .await
+    .unwrap();
+    wait_js(
+        c,
+        &format!("return location.pathname === '/bisects/{bisect}';"),
+        Duration::from_secs(30),
+        "the change point's link to its bisect",
+    )
+    .await;
+
+    // Change it through the form on its page: a refused value is shown and stores nothing,
+    // then an edit sticks.
+    c.goto(&lab.url(&format!("/watches/{id}"))).await.unwrap();
+    fill(c, "#w-runs", "0").await;
+    click(c, "#watch-form button[type=submit]").await;
+    let message = wait_text(c, "#form-error").await;
+    assert!(message.contains("runs_per_head"), "{message}");
+    assert_eq!(lab.api.watch(id).await.unwrap().runs_per_head, 3);
+    c.execute("window.notReloaded = true;", vec![])
+        .await
+        .unwrap();
+    fill(c, "#w-runs", "4").await;
+    fill(
+        c,
+        "#w-metrics",
+        &format!("{} decrease 4.5", example::METRIC),
+    )
+    .await;
+    fill(c, "#w-recipients", "lead@example.org").await;
+    click(c, "#watch-form input[name=enabled]").await;
+    click(c, "#watch-form button[type=submit]").await;
+    wait_js(
+        c,
+        "return !window.notReloaded && document.readyState === 'complete';",
+        Duration::from_secs(30),
+        "the watch page to reload after the change",
+    )
+    .await;
+    let w = lab.api.watch(id).await.unwrap();
+    assert_eq!(w.runs_per_head, 4);
+    assert_eq!(w.metrics[0].direction, "decrease");
+    assert_eq!(w.metrics[0].threshold_pct, 4.5);
+    assert_eq!(w.recipients, vec!["lead@example.org"]);
+    assert!(!w.enabled, "unticked: paused");
+    assert_eq!(
+        value_of(c, "#w-runs").await,
+        "4",
+        "the page shows the change"
+    );
+    assert!(text_of(c, "h1").await.contains("paused"));
     browser.stop().await;
 }
 

@@ -1,16 +1,19 @@
 //! Robust location and scale of a short window.
 
-/// The median of `values` (which it sorts); None when empty.
+/// The median of `values` (which it reorders, in linear time); None when empty.
 pub(crate) fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
-    values.sort_by(f64::total_cmp);
     let n = values.len();
+    let (below, mid, _) = values.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let mid = *mid;
     Some(if n % 2 == 1 {
-        values[n / 2]
+        mid
     } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
+        // The largest of the lower half is the other middle value.
+        let lower = below.iter().copied().max_by(f64::total_cmp).unwrap_or(mid);
+        (lower + mid) / 2.0
     })
 }
 

@@ -40,7 +40,7 @@ impl Default for Config {
             min_after: 3,
             max_after: 30,
             clip: 3.0,
-            alpha: 2e-3,
+            alpha: 1e-3,
             min_relative_scale: 1e-3,
         }
     }
@@ -76,15 +76,12 @@ pub fn detect(config: &Config, values: &[f64], segment_start: usize) -> Option<C
         .sum();
     let diffs = window.len() - 1;
     let scale = (squares / (2.0 * diffs as f64)).sqrt().max(floor);
-    let (lo, hi) = (center - config.clip * rough, center + config.clip * rough);
+    let bound = config.clip * rough;
 
-    // Prefix sums of the clipped values (for the test) and the raw ones (for the sizes).
-    let mut clipped = Vec::with_capacity(len + 1);
+    // Prefix sums of the raw values, for the sizes.
     let mut raw = Vec::with_capacity(len + 1);
-    clipped.push(0.0);
     raw.push(0.0);
     for &x in seg {
-        clipped.push(clipped.last().copied().unwrap_or(0.0) + x.clamp(lo, hi));
         raw.push(raw.last().copied().unwrap_or(0.0) + x);
     }
 
@@ -96,14 +93,18 @@ pub fn detect(config: &Config, values: &[f64], segment_start: usize) -> Option<C
     let mut best: Option<(usize, f64)> = None;
     for tau in first..=last {
         let (k, m) = (tau as f64, (len - tau) as f64);
-        let before = clipped[tau] / k;
-        let after = (clipped[len] - clipped[tau]) / m;
+        let (Some(before), Some(after)) = (
+            winsorised_mean(&seg[..tau], bound),
+            winsorised_mean(&seg[tau..], bound),
+        ) else {
+            continue;
+        };
         let z = (after - before) / (scale * (1.0 / k + 1.0 / m).sqrt());
         if best.is_none_or(|(_, b)| z.abs() > b.abs()) {
             best = Some((tau, z));
         }
     }
-    let (tau, z) = best?;
+    let (best_tau, z) = best?;
     let tries = (last - first + 1) as f64;
     // The scale is an estimate: a Student t with the degrees of freedom the successive
     // differences are worth keeps a young series, whose scale rests on a few differences,
@@ -114,6 +115,13 @@ pub fn detect(config: &Config, values: &[f64], segment_start: usize) -> Option<C
         Err(_) => 1.0,
     };
     if p_value >= config.alpha {
+        return None;
+    }
+    // The place may lie later than the splits the test could try (the test's best split
+    // leaned a head early): then the new level has fewer than `min_after` heads yet, and
+    // the next head decides.
+    let tau = locate(seg, first, len - 1, config.clip * scale).unwrap_or(best_tau);
+    if tau > last {
         return None;
     }
     let before = raw[tau] / tau as f64;
@@ -132,6 +140,50 @@ pub fn detect(config: &Config, values: &[f64], segment_start: usize) -> Option<C
         z,
         p_value,
     })
+}
+
+/// `side` winsorised at `bound` from its own median; None when empty.
+fn winsorised(side: &[f64], bound: f64) -> Option<Vec<f64>> {
+    let center = median(&mut side.to_vec())?;
+    Some(
+        side.iter()
+            .map(|x| x.clamp(center - bound, center + bound))
+            .collect(),
+    )
+}
+
+/// The mean of `side` winsorised at `bound` from its own median: one value moves it by at
+/// most `bound / len`, and a step between the sides is never cut down.
+fn winsorised_mean(side: &[f64], bound: f64) -> Option<f64> {
+    let w = winsorised(side, bound)?;
+    Some(w.iter().sum::<f64>() / w.len() as f64)
+}
+
+/// Where the shift lies, once the test has found one: the split whose two sides fit their
+/// own levels best (least squares, each value winsorised at `bound` from its side's median).
+///
+/// The test's own best split is not the place to cut: it winsorises around one centre for
+/// the whole window, so a step much larger than the noise is flattened to `clip` scales on
+/// the new side, and an old head that happened to lean the new way by a scale or so then
+/// looks like part of the new level. At the first detection, with three heads after, the
+/// test prefers the split one head early; the bisect between the wrong pair of heads would
+/// not reproduce; or the test fires with its split one head early, before the true split
+/// has `min_after` heads after it. Fitting each side to its own centre keeps the step whole,
+/// and one outlier can still cost no more than `bound`.
+fn locate(seg: &[f64], first: usize, last: usize, bound: f64) -> Option<usize> {
+    let fit = |side: &[f64]| -> Option<f64> {
+        let clipped = winsorised(side, bound)?;
+        let mean = clipped.iter().sum::<f64>() / clipped.len() as f64;
+        Some(clipped.iter().map(|x| (x - mean).powi(2)).sum())
+    };
+    let mut best: Option<(usize, f64)> = None;
+    for tau in first..=last {
+        let cost = fit(&seg[..tau])? + fit(&seg[tau..])?;
+        if best.is_none_or(|(_, c)| cost < c) {
+            best = Some((tau, cost));
+        }
+    }
+    best.map(|(tau, _)| tau)
 }
 
 #[cfg(test)]
@@ -170,6 +222,42 @@ mod tests {
         assert!(c.detected_at <= 40 + 4, "detected at {}", c.detected_at);
         assert!((c.relative - 0.10).abs() < 0.02, "{c:?}");
         assert!(c.confidence() > 0.999, "{c:?}");
+    }
+
+    #[test]
+    fn a_large_step_is_cut_at_its_head_when_the_head_before_leans_its_way() {
+        // The last old head is 1.5 noise scales low and the level then drops by 20 scales:
+        // the cut must still fall between heads 39 and 40, at the first detection.
+        let mut values: Vec<f64> = (0..40).map(|i| 100.0 + wobble(i)).collect();
+        values[39] = 98.5;
+        values.extend((40..43).map(|i| 80.0 + wobble(i)));
+        let d = feed(&values);
+        assert_eq!(d.changes().len(), 1, "{:?}", d.changes());
+        assert_eq!(d.changes()[0].index, 40, "{:?}", d.changes());
+        assert!(d.changes()[0].detected_at <= 42, "{:?}", d.changes());
+    }
+
+    #[test]
+    fn a_large_step_after_a_short_segment_is_found_three_heads_on() {
+        // A segment of six heads, then a step of 7%: winsorising around one centre for the
+        // whole window capped such a step's z below the threshold, however large the step.
+        let values: Vec<f64> = (0..18)
+            .map(|i| {
+                0.2 * wobble(i)
+                    + match i {
+                        0..9 => 100.0,
+                        9..15 => 108.0,
+                        _ => 100.4,
+                    }
+            })
+            .collect();
+        let d = feed(&values);
+        let found: Vec<(usize, usize)> = d
+            .changes()
+            .iter()
+            .map(|c| (c.index, c.detected_at))
+            .collect();
+        assert_eq!(found, vec![(9, 11), (15, 17)], "{:?}", d.changes());
     }
 
     #[test]

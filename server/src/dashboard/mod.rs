@@ -8,6 +8,7 @@
 //! environments), `/watches`, `/watches/{id}`; `/` leads to the list.
 
 mod assets;
+mod axis;
 mod detail;
 mod error;
 mod findings;

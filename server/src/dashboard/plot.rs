@@ -6,6 +6,7 @@
 //! dashboard must show their samples too. So the dashboard draws its own, with the report's
 //! colours, and sized by `viewBox` so that it fits a phone as well as a laptop.
 
+use super::axis::{self, Frame, YAxis, value_range};
 use super::format::{number, short_sha};
 use perfbisect_report::html::escape;
 use perfbisect_report::plot::{BAD_COLOUR, GOOD_COLOUR};
@@ -106,53 +107,29 @@ pub fn unit_of(metric: &str) -> Option<&'static str> {
 
 const W: f64 = 800.0;
 const H: f64 = 360.0;
-const LEFT: f64 = 72.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 28.0;
-const BOTTOM: f64 = 84.0;
-
-/// Tick positions at steps of 1, 2, 2.5 or 5 × 10^k, about `target` of them, covering
-/// `[lo, hi]`.
-fn ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
-    let (lo, hi) = if hi > lo {
-        (lo, hi)
-    } else {
-        let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.05 };
-        (lo - pad, hi + pad)
-    };
-    let raw = (hi - lo) / target as f64;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * mag);
-    let first = (lo / step).floor() as i64;
-    let last = (hi / step).ceil() as i64;
-    (first..=last).map(|i| i as f64 * step).collect()
-}
+const FRAME: Frame = Frame {
+    w: W,
+    h: H,
+    left: 72.0,
+    right: 16.0,
+    top: 28.0,
+    bottom: 84.0,
+};
 
 /// Every sample of every measured commit (x = commit in candidate order, y = the metric),
 /// coloured by verdict, each commit's mean as a bar, the culprit marked. `None` when
 /// nothing has been measured yet.
 pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> Option<String> {
-    let all = columns.iter().flat_map(|c| c.values.iter().copied());
-    let (lo, hi) =
-        all.filter(|v| v.is_finite())
-            .fold(None, |acc: Option<(f64, f64)>, v| match acc {
-                None => Some((v, v)),
-                Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
-            })?;
-    let ticks = ticks(lo, hi, 5);
-    let (axis_lo, axis_hi) = (ticks[0], ticks[ticks.len() - 1]);
-    let (plot_w, plot_h) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let y = |v: f64| TOP + (axis_hi - v) / (axis_hi - axis_lo) * plot_h;
+    let (lo, hi) = value_range(columns.iter().flat_map(|c| c.values.iter().copied()))?;
+    let axis = YAxis::new(&FRAME, lo, hi);
+    let (plot_w, plot_h, left, top) = (FRAME.plot_w(), FRAME.plot_h(), FRAME.left, FRAME.top);
+    let y = |v: f64| axis.y(v);
     // x by place in history: half a step of padding at both ends.
     let first = columns.iter().map(|c| c.pos).min().unwrap_or(0);
     let last = columns.iter().map(|c| c.pos).max().unwrap_or(0);
     let span = (last - first + 1).max(1) as f64;
     let slot = plot_w / span;
-    let x = |i: usize| LEFT + slot * ((columns[i].pos - first) as f64 + 0.5);
+    let x = |i: usize| left + slot * ((columns[i].pos - first) as f64 + 0.5);
     // The narrowest gap between neighbours decides how wide a column's samples may spread.
     let mut gaps: Vec<i64> = columns
         .windows(2)
@@ -175,33 +152,16 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
          every sample of the {} measured commits</title>",
         columns.len()
     );
-    for t in &ticks {
-        let ty = y(*t);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tick\">{}</text>",
-            LEFT + plot_w,
-            LEFT - 6.0,
-            ty + 4.0,
-            number(*t)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "<text x=\"14\" y=\"{:.1}\" transform=\"rotate(-90 14 {:.1})\" text-anchor=\"middle\" \
-         class=\"axis-label\">{y_label}</text>",
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0
-    );
+    axis.grid(&mut s, &FRAME);
+    axis::y_label(&mut s, &FRAME, &y_label);
     let is_culprit = |sha: &str| culprit == Some(sha);
     if let Some(i) = columns.iter().position(|c| is_culprit(c.sha)) {
         let _ = writeln!(
             s,
-            "<line class=\"culprit\" x1=\"{cx:.1}\" y1=\"{TOP}\" x2=\"{cx:.1}\" y2=\"{:.1}\"/>\
+            "<line class=\"culprit\" x1=\"{cx:.1}\" y1=\"{top}\" x2=\"{cx:.1}\" y2=\"{:.1}\"/>\
              <text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"culprit-label\">culprit</text>",
-            TOP + plot_h,
-            TOP - 8.0,
+            top + plot_h,
+            top - 8.0,
             cx = x(i)
         );
     }
@@ -248,23 +208,11 @@ pub fn samples_svg(metric: &str, columns: &[Column], culprit: Option<&str>) -> O
         s += "</g>\n";
         if x(i) - last_label >= 14.0 || is_culprit(c.sha) {
             last_label = x(i);
-            let (lx, ly) = (x(i), TOP + plot_h + 10.0);
-            let _ = writeln!(
-                s,
-                "<text class=\"xtick\" x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"end\" \
-                 transform=\"rotate(-60 {lx:.1} {ly:.1})\">{}</text>",
-                &c.sha[..c.sha.len().min(7)]
-            );
+            axis::x_label(&mut s, &FRAME, x(i), c.sha);
         }
     }
-    let _ = writeln!(
-        s,
-        "<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{b:.1}\" class=\"axis\"/>\
-         <line x1=\"{LEFT}\" y1=\"{b:.1}\" x2=\"{:.1}\" y2=\"{b:.1}\" class=\"axis\"/>",
-        LEFT + plot_w,
-        b = TOP + plot_h
-    );
-    let mut lx = LEFT;
+    axis::axes(&mut s, &FRAME);
+    let mut lx = left;
     for v in [Verdict::Good, Verdict::Bad, Verdict::Undecided] {
         if columns
             .iter()
@@ -395,15 +343,6 @@ pub fn range_svg(cells: &[Cell], summary: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_cover_the_values_with_round_steps() {
-        assert_eq!(ticks(0.0, 9.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
-        let t = ticks(997.0, 1063.0, 5);
-        assert!(t[0] <= 997.0 && *t.last().unwrap() >= 1063.0, "{t:?}");
-        let one = ticks(5.0, 5.0, 5);
-        assert!(one[0] < 5.0 && *one.last().unwrap() > 5.0, "{one:?}");
-    }
 
     #[test]
     fn samples_plot_colours_by_verdict_and_marks_the_culprit() {

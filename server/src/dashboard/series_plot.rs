@@ -3,37 +3,20 @@
 //! vertical mark between the last commit before and the first after, linked to its bisect.
 //! Drawn as SVG on the server, sized by `viewBox`, like the bisect page's samples plot.
 
+use super::axis::{self, Frame, YAxis, value_range};
 use super::format::{number, short_sha};
 use perfbisect_report::html::escape;
 use perfbisect_wire::watch::{ChangePoint, SeriesPoint};
 use std::fmt::Write;
 
-const W: f64 = 900.0;
-const H: f64 = 340.0;
-const LEFT: f64 = 72.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 30.0;
-const BOTTOM: f64 = 70.0;
-
-/// Ticks at 1, 2, 2.5 or 5 × 10^k covering `[lo, hi]`.
-fn ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let (lo, hi) = if hi > lo {
-        (lo, hi)
-    } else {
-        let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.05 };
-        (lo - pad, hi + pad)
-    };
-    let raw = (hi - lo) / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * mag);
-    ((lo / step).floor() as i64..=(hi / step).ceil() as i64)
-        .map(|i| i as f64 * step)
-        .collect()
-}
+const FRAME: Frame = Frame {
+    w: 900.0,
+    h: 340.0,
+    left: 72.0,
+    right: 16.0,
+    top: 30.0,
+    bottom: 70.0,
+};
 
 /// The series between `points` (already cut to the zoomed window) with the `changes` whose
 /// marks fall inside it. `None` when no run is stored yet.
@@ -43,42 +26,24 @@ pub fn series_svg(
     points: &[SeriesPoint],
     changes: &[ChangePoint],
 ) -> Option<String> {
-    let (lo, hi) = points
-        .iter()
-        .flat_map(|p| p.runs.iter().copied())
-        .filter(|v| v.is_finite())
-        .fold(None, |acc: Option<(f64, f64)>, v| match acc {
-            None => Some((v, v)),
-            Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
-        })?;
-    let ticks = ticks(lo, hi);
-    let (axis_lo, axis_hi) = (ticks[0], ticks[ticks.len() - 1]);
-    let (plot_w, plot_h) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let y = |v: f64| TOP + (axis_hi - v) / (axis_hi - axis_lo) * plot_h;
+    let (lo, hi) = value_range(points.iter().flat_map(|p| p.runs.iter().copied()))?;
+    let axis = YAxis::new(&FRAME, lo, hi);
+    let y = |v: f64| axis.y(v);
+    let (plot_w, plot_h, left, top) = (FRAME.plot_w(), FRAME.plot_h(), FRAME.left, FRAME.top);
+    let (w, h) = (FRAME.w, FRAME.h);
     let slot = plot_w / points.len().max(1) as f64;
-    let x = |i: usize| LEFT + slot * (i as f64 + 0.5);
+    let x = |i: usize| left + slot * (i as f64 + 0.5);
     let metric = escape(metric);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "<svg class=\"plot series\" id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" \
+        "<svg class=\"plot series\" id=\"{id}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" \
          role=\"img\" aria-labelledby=\"{id}-title\"><title id=\"{id}-title\">{metric}: {} measured commits, \
          {} change points</title>",
         points.len(),
         changes.len()
     );
-    for t in &ticks {
-        let ty = y(*t);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tick\">{}</text>",
-            LEFT + plot_w,
-            LEFT - 6.0,
-            ty + 4.0,
-            number(*t)
-        );
-    }
+    axis.grid(&mut s, &FRAME);
     // Change points first, so the dots stay on top.
     for c in changes {
         let Some(after) = points.iter().position(|p| p.seq == c.after_seq) else {
@@ -98,12 +63,12 @@ pub fn series_svg(
         );
         let mark = format!(
             "<g class=\"change change-{}\"><title>{}</title>\
-             <line x1=\"{cx:.1}\" y1=\"{TOP}\" x2=\"{cx:.1}\" y2=\"{:.1}\"/>\
+             <line x1=\"{cx:.1}\" y1=\"{top}\" x2=\"{cx:.1}\" y2=\"{:.1}\"/>\
              <text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{label}</text></g>",
             escape(&c.action),
             escape(&title),
-            TOP + plot_h,
-            TOP - 10.0
+            top + plot_h,
+            top - 10.0
         );
         match c.bisect_id {
             Some(b) => {
@@ -160,25 +125,11 @@ pub fn series_svg(
         }
         s += "</g>\n";
         if i % label_every == 0 {
-            let (lx, ly) = (x(i), TOP + plot_h + 10.0);
-            let _ = writeln!(
-                s,
-                "<text class=\"xtick\" x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"end\" \
-                 transform=\"rotate(-60 {lx:.1} {ly:.1})\">{}</text>",
-                &p.sha[..p.sha.len().min(7)]
-            );
+            axis::x_label(&mut s, &FRAME, x(i), &p.sha);
         }
     }
-    let _ = writeln!(
-        s,
-        "<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{b:.1}\" class=\"axis\"/>\
-         <line x1=\"{LEFT}\" y1=\"{b:.1}\" x2=\"{:.1}\" y2=\"{b:.1}\" class=\"axis\"/>\
-         <text x=\"14\" y=\"{m:.1}\" transform=\"rotate(-90 14 {m:.1})\" text-anchor=\"middle\" \
-         class=\"axis-label\">{metric}</text>",
-        LEFT + plot_w,
-        b = TOP + plot_h,
-        m = TOP + plot_h / 2.0
-    );
+    axis::axes(&mut s, &FRAME);
+    axis::y_label(&mut s, &FRAME, &metric);
     s += "</svg>\n";
     Some(s)
 }

@@ -5,7 +5,8 @@
 //!
 //! Noise model: each run is normal with the given CV around the level, and 1% of runs are
 //! outliers 10–30% off in either direction (a noisy neighbour, a page-cache miss). A head's
-//! value is the mean of its runs, as the server computes it.
+//! value is `head_value` of its runs, as the server computes it. A detection is "placed at
+//! the step" when it lies between the last head before the step and the first after it.
 
 use std::time::Instant;
 
@@ -51,10 +52,21 @@ fn false_alarms(config: Config, runs: usize, streams: u64) -> (usize, usize) {
     (total, worst)
 }
 
-/// Heads after a `step` until it is detected (including the detecting head), per trial;
-/// None when not detected within 50 heads. Changes detected before the step are counted apart.
-fn delays(config: Config, runs: usize, step: f64, trials: u64) -> (Vec<usize>, usize, usize) {
-    let (mut found, mut missed, mut early) = (Vec::new(), 0, 0);
+/// What the step trials found.
+struct Delays {
+    /// Heads after the step until it was detected (including the detecting head), sorted.
+    found: Vec<usize>,
+    /// Not detected within 50 heads.
+    missed: usize,
+    /// Changes detected before the step.
+    early: usize,
+    /// Detections placed exactly between the last head before the step and the first after.
+    placed: usize,
+}
+
+/// Streams 60 heads, then a `step`, per trial, and records when and where it was detected.
+fn delays(config: Config, runs: usize, step: f64, trials: u64) -> Delays {
+    let (mut found, mut missed, mut early, mut placed) = (Vec::new(), 0, 0, 0);
     for t in 0..trials {
         let mut rng = StdRng::seed_from_u64(50_000 + t);
         let mut d = Detector::new(config);
@@ -68,6 +80,7 @@ fn delays(config: Config, runs: usize, step: f64, trials: u64) -> (Vec<usize>, u
             d.push(head(&mut rng, 100.0 * (1.0 + step), runs));
             if d.changes().len() > before {
                 got = Some(k);
+                placed += usize::from(d.changes()[before].index == 60);
                 break;
             }
         }
@@ -77,7 +90,12 @@ fn delays(config: Config, runs: usize, step: f64, trials: u64) -> (Vec<usize>, u
         }
     }
     found.sort_unstable();
-    (found, missed, early)
+    Delays {
+        found,
+        missed,
+        early,
+        placed,
+    }
 }
 
 fn percentile(sorted: &[usize], q: f64) -> usize {
@@ -101,24 +119,29 @@ fn main() {
     );
     for runs in [1usize, 3, 5] {
         println!("\n== {runs} run(s) per head ==");
-        let streams = 20;
+        let streams = 50;
         let (total, worst) = false_alarms(config, runs, streams);
         println!(
             "A/A: {streams} streams x 1000 heads: {total} false alarms in all, {:.2} per 1000 heads, worst stream {worst}",
             total as f64 / streams as f64
         );
-        for step in [0.03, 0.05, -0.03] {
+        for step in [0.03, 0.05, -0.03, 0.10] {
             let trials = 300;
-            let (d, missed, early) = delays(config, runs, step, trials);
+            let r = delays(config, runs, step, trials);
+            let d = &r.found;
             let mean = d.iter().sum::<usize>() as f64 / d.len().max(1) as f64;
             println!(
-                "step {:+.0}%: detected {}/{trials}, delay in heads: median {}, mean {:.1}, p90 {}, max {} (missed within 50: {missed}; alarms before the step: {early})",
+                "step {:+.0}%: detected {}/{trials}, delay in heads: median {}, mean {:.1}, p90 {}, max {}; placed at the step {}/{} (missed within 50: {}; alarms before the step: {})",
                 step * 100.0,
                 d.len(),
-                percentile(&d, 0.5),
+                percentile(d, 0.5),
                 mean,
-                percentile(&d, 0.9),
+                percentile(d, 0.9),
                 d.last().copied().unwrap_or(0),
+                r.placed,
+                d.len(),
+                r.missed,
+                r.early,
             );
         }
     }
