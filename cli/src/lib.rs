@@ -5,6 +5,7 @@ pub mod api;
 pub mod demo;
 pub mod example;
 pub mod loadtest;
+mod loadtest_reads;
 pub mod metrics_check;
 pub mod processes;
 pub mod watch_example;

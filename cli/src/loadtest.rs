@@ -53,8 +53,11 @@ pub struct LoadtestArgs {
     /// How long a fake benchmark run takes.
     #[arg(long, default_value_t = 20)]
     pub run_ms: u64,
-    /// Scenarios to run (large, alone, fleet).
-    #[arg(long, value_delimiter = ',', default_value = "large,alone,fleet")]
+    /// Bisects stored for the reads scenario.
+    #[arg(long, default_value_t = 10_000)]
+    pub stored: usize,
+    /// Scenarios to run (large, alone, fleet, reads).
+    #[arg(long, value_delimiter = ',', default_value = "large,alone,fleet,reads")]
     pub only: Vec<String>,
     /// Where repositories, servers and their databases live (removed first).
     #[arg(long, default_value = ".perfbisect/loadtest")]
@@ -70,14 +73,14 @@ pub struct LoadtestArgs {
 
 /// Latencies of one kind of request.
 #[derive(Default)]
-struct Latencies(Mutex<Vec<Duration>>);
+pub(crate) struct Latencies(Mutex<Vec<Duration>>);
 
 impl Latencies {
-    fn add(&self, d: Duration) {
+    pub(crate) fn add(&self, d: Duration) {
         self.0.lock().expect("latencies").push(d);
     }
 
-    fn quantile(&self, q: f64) -> Option<Duration> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
         let mut v = self.0.lock().expect("latencies").clone();
         if v.is_empty() {
             return None;
@@ -92,7 +95,7 @@ impl Latencies {
     }
 }
 
-fn ms(d: Option<Duration>) -> String {
+pub(crate) fn ms(d: Option<Duration>) -> String {
     d.map(|d| format!("{:.1} ms", d.as_secs_f64() * 1000.0))
         .unwrap_or_else(|| "-".into())
 }
@@ -187,7 +190,7 @@ fn sample(i: usize, planted: usize) -> f64 {
 }
 
 /// Shared by the fake hosts of one scenario.
-struct Fleet {
+pub(crate) struct Fleet {
     base: String,
     http: reqwest::Client,
     run: Duration,
@@ -360,12 +363,12 @@ async fn work(fleet: &Fleet, token: &str, name: &str, task: TaskAssignment) {
 }
 
 /// A server process on its own port and data directory.
-struct Server {
-    process: Process,
-    api: Api,
+pub(crate) struct Server {
+    pub(crate) process: Process,
+    pub(crate) api: Api,
 }
 
-async fn server(args: &LoadtestArgs, name: &str) -> anyhow::Result<Server> {
+pub(crate) async fn server(args: &LoadtestArgs, name: &str) -> anyhow::Result<Server> {
     let dir = args.dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
@@ -518,7 +521,7 @@ async fn wait_all(
         .collect())
 }
 
-fn report_errors(fleet: &Fleet) {
+pub(crate) fn report_errors(fleet: &Fleet) {
     let errors = fleet.errors.lock().expect("errors");
     if !errors.is_empty() {
         println!("  protocol errors (first {}): {:?}", errors.len(), *errors);
@@ -624,7 +627,7 @@ async fn large(args: &LoadtestArgs) -> anyhow::Result<()> {
 }
 
 /// Runs `count` bisects of the small range with `hosts` hosts; (runs of each, fleet).
-async fn small(
+pub(crate) async fn small(
     args: &LoadtestArgs,
     name: &str,
     count: usize,
@@ -771,6 +774,9 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<()> {
     }
     if wants("fleet") {
         fleet(&args, alone).await?;
+    }
+    if wants("reads") {
+        crate::loadtest_reads::run(&args).await?;
     }
     Ok(())
 }

@@ -20,6 +20,8 @@ pub enum Reason {
     HostsChanged,
     ShareChanged,
     Fallback,
+    /// The bisect ended: one more advance stores its final summary.
+    Ended,
 }
 
 impl Reason {
@@ -32,6 +34,7 @@ impl Reason {
             Reason::HostsChanged => "hosts_changed",
             Reason::ShareChanged => "share_changed",
             Reason::Fallback => "fallback",
+            Reason::Ended => "ended",
         }
     }
 }
