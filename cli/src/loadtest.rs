@@ -445,18 +445,37 @@ async fn submit(api: &Api, repo: &str, group: &str) -> anyhow::Result<(i64, Dura
     Ok((b.id, started.elapsed()))
 }
 
+/// Registers `n` hosts of `group`: (token, name) of each.
+async fn register_hosts(
+    fleet: &Arc<Fleet>,
+    n: usize,
+    group: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut hosts = Vec::new();
+    for i in 0..n {
+        let name = format!("{group}-{i}");
+        hosts.push((register(fleet, &name, group).await?, name));
+    }
+    Ok(hosts)
+}
+
+/// Starts registered hosts polling.
+fn spawn_hosts(
+    fleet: &Arc<Fleet>,
+    hosts: Vec<(String, String)>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    hosts
+        .into_iter()
+        .map(|(token, name)| tokio::spawn(host(fleet.clone(), token, name)))
+        .collect()
+}
+
 async fn start_hosts(
     fleet: &Arc<Fleet>,
     n: usize,
     group: &str,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let mut handles = Vec::new();
-    for i in 0..n {
-        let name = format!("{group}-{i}");
-        let token = register(fleet, &name, group).await?;
-        handles.push(tokio::spawn(host(fleet.clone(), token, name)));
-    }
-    Ok(handles)
+    Ok(spawn_hosts(fleet, register_hosts(fleet, n, group).await?))
 }
 
 async fn stop_hosts(fleet: &Fleet, handles: Vec<tokio::task::JoinHandle<()>>) {
@@ -651,12 +670,15 @@ pub(crate) async fn small(
         Duration::from_millis(args.run_ms),
         vec![repo.clone()],
     );
-    let handles = start_hosts(&fleet, hosts, name).await?;
-    let started = Instant::now();
+    // Every bisect is active before the hosts poll: the fleet is measured as "this many hosts
+    // shared by this many bisects", not as the first few bisects alone with every host.
+    let registered = register_hosts(&fleet, hosts, name).await?;
     let mut ids = Vec::new();
     for _ in 0..count {
         ids.push(submit(&s.api, name, name).await?.0);
     }
+    let started = Instant::now();
+    let handles = spawn_hosts(&fleet, registered);
     let done = wait_all(&s.api, &ids, Duration::from_secs(args.limit_secs), || {}).await;
     let took = started.elapsed();
     stop_hosts(&fleet, handles).await;

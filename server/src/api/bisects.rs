@@ -241,6 +241,7 @@ pub(crate) async fn submit(
     crate::scheduler::event(&mut *tx, id, "submitted", &story).await?;
     // Committed with the bisect: should the first advance below fail, the scheduler retries.
     crate::store::wakeups::wake(&mut *tx, id, crate::store::wakeups::Reason::Submitted).await?;
+    crate::store::wakeups::wake_group_queued(&mut *tx, &spec.tbox_group, id).await?;
     tx.commit().await?;
     state.graphs.insert(id, std::sync::Arc::new(graph));
     tracing::info!(
