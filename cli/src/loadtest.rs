@@ -53,8 +53,11 @@ pub struct LoadtestArgs {
     /// How long a fake benchmark run takes.
     #[arg(long, default_value_t = 20)]
     pub run_ms: u64,
-    /// Scenarios to run (large, alone, fleet).
-    #[arg(long, value_delimiter = ',', default_value = "large,alone,fleet")]
+    /// Bisects stored for the reads scenario.
+    #[arg(long, default_value_t = 10_000)]
+    pub stored: usize,
+    /// Scenarios to run (large, alone, fleet, reads).
+    #[arg(long, value_delimiter = ',', default_value = "large,alone,fleet,reads")]
     pub only: Vec<String>,
     /// Where repositories, servers and their databases live (removed first).
     #[arg(long, default_value = ".perfbisect/loadtest")]
@@ -70,14 +73,14 @@ pub struct LoadtestArgs {
 
 /// Latencies of one kind of request.
 #[derive(Default)]
-struct Latencies(Mutex<Vec<Duration>>);
+pub(crate) struct Latencies(Mutex<Vec<Duration>>);
 
 impl Latencies {
-    fn add(&self, d: Duration) {
+    pub(crate) fn add(&self, d: Duration) {
         self.0.lock().expect("latencies").push(d);
     }
 
-    fn quantile(&self, q: f64) -> Option<Duration> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
         let mut v = self.0.lock().expect("latencies").clone();
         if v.is_empty() {
             return None;
@@ -92,7 +95,7 @@ impl Latencies {
     }
 }
 
-fn ms(d: Option<Duration>) -> String {
+pub(crate) fn ms(d: Option<Duration>) -> String {
     d.map(|d| format!("{:.1} ms", d.as_secs_f64() * 1000.0))
         .unwrap_or_else(|| "-".into())
 }
@@ -187,7 +190,7 @@ fn sample(i: usize, planted: usize) -> f64 {
 }
 
 /// Shared by the fake hosts of one scenario.
-struct Fleet {
+pub(crate) struct Fleet {
     base: String,
     http: reqwest::Client,
     run: Duration,
@@ -360,12 +363,12 @@ async fn work(fleet: &Fleet, token: &str, name: &str, task: TaskAssignment) {
 }
 
 /// A server process on its own port and data directory.
-struct Server {
-    process: Process,
-    api: Api,
+pub(crate) struct Server {
+    pub(crate) process: Process,
+    pub(crate) api: Api,
 }
 
-async fn server(args: &LoadtestArgs, name: &str) -> anyhow::Result<Server> {
+pub(crate) async fn server(args: &LoadtestArgs, name: &str) -> anyhow::Result<Server> {
     let dir = args.dir.join(name);
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
@@ -442,18 +445,37 @@ async fn submit(api: &Api, repo: &str, group: &str) -> anyhow::Result<(i64, Dura
     Ok((b.id, started.elapsed()))
 }
 
+/// Registers `n` hosts of `group`: (token, name) of each.
+async fn register_hosts(
+    fleet: &Arc<Fleet>,
+    n: usize,
+    group: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut hosts = Vec::new();
+    for i in 0..n {
+        let name = format!("{group}-{i}");
+        hosts.push((register(fleet, &name, group).await?, name));
+    }
+    Ok(hosts)
+}
+
+/// Starts registered hosts polling.
+fn spawn_hosts(
+    fleet: &Arc<Fleet>,
+    hosts: Vec<(String, String)>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    hosts
+        .into_iter()
+        .map(|(token, name)| tokio::spawn(host(fleet.clone(), token, name)))
+        .collect()
+}
+
 async fn start_hosts(
     fleet: &Arc<Fleet>,
     n: usize,
     group: &str,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    let mut handles = Vec::new();
-    for i in 0..n {
-        let name = format!("{group}-{i}");
-        let token = register(fleet, &name, group).await?;
-        handles.push(tokio::spawn(host(fleet.clone(), token, name)));
-    }
-    Ok(handles)
+    Ok(spawn_hosts(fleet, register_hosts(fleet, n, group).await?))
 }
 
 async fn stop_hosts(fleet: &Fleet, handles: Vec<tokio::task::JoinHandle<()>>) {
@@ -518,7 +540,7 @@ async fn wait_all(
         .collect())
 }
 
-fn report_errors(fleet: &Fleet) {
+pub(crate) fn report_errors(fleet: &Fleet) {
     let errors = fleet.errors.lock().expect("errors");
     if !errors.is_empty() {
         println!("  protocol errors (first {}): {:?}", errors.len(), *errors);
@@ -624,7 +646,7 @@ async fn large(args: &LoadtestArgs) -> anyhow::Result<()> {
 }
 
 /// Runs `count` bisects of the small range with `hosts` hosts; (runs of each, fleet).
-async fn small(
+pub(crate) async fn small(
     args: &LoadtestArgs,
     name: &str,
     count: usize,
@@ -648,12 +670,15 @@ async fn small(
         Duration::from_millis(args.run_ms),
         vec![repo.clone()],
     );
-    let handles = start_hosts(&fleet, hosts, name).await?;
-    let started = Instant::now();
+    // Every bisect is active before the hosts poll: the fleet is measured as "this many hosts
+    // shared by this many bisects", not as the first few bisects alone with every host.
+    let registered = register_hosts(&fleet, hosts, name).await?;
     let mut ids = Vec::new();
     for _ in 0..count {
         ids.push(submit(&s.api, name, name).await?.0);
     }
+    let started = Instant::now();
+    let handles = spawn_hosts(&fleet, registered);
     let done = wait_all(&s.api, &ids, Duration::from_secs(args.limit_secs), || {}).await;
     let took = started.elapsed();
     stop_hosts(&fleet, handles).await;
@@ -771,6 +796,9 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<()> {
     }
     if wants("fleet") {
         fleet(&args, alone).await?;
+    }
+    if wants("reads") {
+        crate::loadtest_reads::run(&args).await?;
     }
     Ok(())
 }

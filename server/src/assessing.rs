@@ -4,7 +4,8 @@
 //! was last written (kept with the graph, reloaded from `bisect_assessments` when another
 //! replica wrote since) and upserts only the candidates whose verdict changed or whose culprit
 //! probability moved by at least `P_STEP`. `bisects.assessments` keeps the measured and skipped
-//! points only, and `bisects.candidates_remaining` the size of the credible set.
+//! points only, `bisects.candidates_remaining` the size of the credible set, and `bisects.belief`
+//! the belief in brief (`progress::Belief`) that the running bisect's page polls.
 
 use crate::graphs::{AssessedCopy, LoadedGraph};
 use crate::store::assessments::{self, RoundWrite};
@@ -123,6 +124,14 @@ pub async fn store_round(
             serde_json::json!({ "sha": sha, "verdict": a.verdict, "p": a.culprit_probability })
         })
         .collect();
+    let probabilities: Vec<(&str, f64)> = assessments
+        .iter()
+        .filter_map(|a| match (a.point, a.culprit_probability) {
+            (Point::Candidate(i), Some(p)) => Some((graph.id(i), p)),
+            _ => None,
+        })
+        .collect();
+    let belief = crate::progress::Belief::of(&probabilities);
     let round = assessments::write(
         tx,
         bisect,
@@ -130,6 +139,7 @@ pub async fn store_round(
             changed: &changed,
             measured: serde_json::Value::Array(measured),
             candidates_remaining: remaining(assessments, confidence) as i32,
+            belief: &belief,
         },
     )
     .await?;

@@ -15,7 +15,6 @@
 use perfbisect_report::kpi::{KpiTable, Verdict};
 use perfbisect_report::stats::{Summary, relative_change};
 use perfbisect_wire::api::MeasuredChange;
-use sqlx::PgPool;
 
 /// The parent the culprit was verified against: the other commit of a paired task that
 /// holds the culprit. `runs` yields each run's (task commit, task's paired commit).
@@ -146,8 +145,8 @@ pub fn measure(
 }
 
 /// Loads the runs of one bisect and measures its change.
-pub async fn load(
-    db: &PgPool,
+pub async fn load<'e>(
+    db: impl sqlx::PgExecutor<'e>,
     bisect: i64,
     metric: &str,
     sides: &Sides<'_>,
@@ -164,6 +163,54 @@ pub async fn load(
     .fetch_all(db)
     .await?;
     Ok(measure(&runs, sides, metric, kpi))
+}
+
+/// The change shown for a bisect: its culprit against the culprit's first parent in the
+/// candidate set (or the good endpoint), else the endpoints.
+pub async fn of_bisect(
+    db: &mut sqlx::PgConnection,
+    bisect: i64,
+    metric: &str,
+    good_sha: &str,
+    bad_sha: &str,
+    culprit_sha: Option<&str>,
+    kpi: &KpiTable,
+) -> sqlx::Result<Option<MeasuredChange>> {
+    let parent: Option<String> = match culprit_sha {
+        Some(c) => {
+            sqlx::query_scalar(
+                "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
+                   ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
+                 WHERE c.bisect_id = $1 AND c.sha = $2",
+            )
+            .bind(bisect)
+            .bind(c)
+            .fetch_optional(&mut *db)
+            .await?
+        }
+        None => None,
+    };
+    let sides = Sides {
+        good_sha,
+        bad_sha,
+        culprit: culprit_sha.map(|c| (c, parent.as_deref().unwrap_or(good_sha))),
+    };
+    load(db, bisect, metric, &sides, kpi).await
+}
+
+/// Measures the bisect's change from its runs now and stores it on its row
+/// (`bisects.measured_change`, what the list pages read). Called by the advance.
+pub async fn refresh(tx: &mut sqlx::PgConnection, bisect: i64, kpi: &KpiTable) -> sqlx::Result<()> {
+    let row: Option<(String, String, String, Option<String>)> =
+        sqlx::query_as("SELECT metric, good_sha, bad_sha, culprit_sha FROM bisects WHERE id = $1")
+            .bind(bisect)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let Some((metric, good, bad, culprit)) = row else {
+        return Ok(());
+    };
+    let change = of_bisect(tx, bisect, &metric, &good, &bad, culprit.as_deref(), kpi).await?;
+    crate::store::summaries::set_measured_change(tx, bisect, change.as_ref()).await
 }
 
 /// A change as the pages and the CLI print it: `+4.8%`, `−9.7%` (a real minus sign).

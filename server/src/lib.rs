@@ -39,7 +39,6 @@ pub mod watch;
 use anyhow::Context;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 
 pub use config::ServerConfig;
 
@@ -49,7 +48,7 @@ pub struct AppState {
     pub db: sqlx::PgPool,
     pub mirrors: git::Mirrors,
     /// Woken when tasks may have been queued (by this replica or, through LISTEN, another).
-    pub task_queued: Arc<Notify>,
+    pub task_queued: Arc<queue::Waiters>,
     pub lease: Duration,
     pub public_url: String,
     /// Mail settings (SMTP, senders, KPI directions of reports).
@@ -73,7 +72,7 @@ impl AppState {
         AppState {
             db,
             mirrors: git::Mirrors::new(data_dir.join("mirrors")),
-            task_queued: Arc::new(Notify::new()),
+            task_queued: Arc::default(),
             lease,
             public_url,
             mail: Arc::new(notify::MailSettings::default()),

@@ -25,35 +25,68 @@ pub struct Inputs<'a> {
     pub is_final: bool,
 }
 
-pub fn compute(i: &Inputs) -> Progress {
-    let start = (i.candidates_total.max(1) as f64).log2();
-    let total: f64 = i
-        .probabilities
-        .iter()
-        .map(|(_, p)| p.max(0.0))
-        .filter(|p| p.is_finite())
-        .sum();
-    let mut ps: Vec<(&str, f64)> = if total > 0.0 {
-        i.probabilities
+/// What the probabilities say, in brief: computed by the advance with each round and stored
+/// on the bisect's row (`bisects.belief`), so a page that polls reads four numbers instead of
+/// every candidate's probability.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Belief {
+    pub top_sha: Option<String>,
+    pub top_probability: Option<f64>,
+    pub candidates_90: Option<usize>,
+    pub entropy_bits: Option<f64>,
+}
+
+impl Belief {
+    /// From (commit, probability that it is the culprit) of every candidate that has one.
+    pub fn of(probabilities: &[(&str, f64)]) -> Belief {
+        let usable = |p: f64| p.is_finite() && p > 0.0;
+        let total: f64 = probabilities
             .iter()
-            .filter(|(_, p)| p.is_finite() && *p > 0.0)
-            .map(|(s, p)| (*s, p / total))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    ps.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-    let entropy =
-        (!ps.is_empty()).then(|| ps.iter().map(|(_, p)| -p * p.log2()).sum::<f64>().max(0.0));
-    let candidates_90 = (!ps.is_empty()).then(|| {
+            .map(|(_, p)| *p)
+            .filter(|p| usable(*p))
+            .sum();
+        if total <= 0.0 {
+            return Belief::default();
+        }
+        // One pass for the top (ties to the smaller sha) and the entropy; only the 90% set
+        // needs an order, and only of the values (a large range has 100,000 of them).
+        let mut top: Option<(&str, f64)> = None;
+        let mut entropy = 0.0;
+        let mut values = Vec::with_capacity(probabilities.len());
+        for &(sha, p) in probabilities.iter().filter(|(_, p)| usable(*p)) {
+            let p = p / total;
+            entropy -= p * p.log2();
+            values.push(p);
+            if top.is_none_or(|(s, q)| p > q || (p == q && sha < s)) {
+                top = Some((sha, p));
+            }
+        }
+        values.sort_unstable_by(|a, b| b.total_cmp(a));
         let mut mass = 0.0;
-        ps.iter()
-            .position(|(_, p)| {
+        let candidates_90 = values
+            .iter()
+            .position(|p| {
                 mass += p;
                 mass >= 0.9
             })
-            .map_or(ps.len(), |k| k + 1)
-    });
+            .map_or(values.len(), |k| k + 1);
+        Belief {
+            top_sha: top.map(|(s, _)| s.to_string()),
+            top_probability: top.map(|(_, p)| p),
+            candidates_90: Some(candidates_90),
+            entropy_bits: Some(entropy.max(0.0)),
+        }
+    }
+}
+
+pub fn compute(i: &Inputs) -> Progress {
+    with_belief(&Belief::of(i.probabilities), i)
+}
+
+/// Progress from a belief already summarised (`i.probabilities` is not read).
+pub fn with_belief(belief: &Belief, i: &Inputs) -> Progress {
+    let start = (i.candidates_total.max(1) as f64).log2();
+    let entropy = belief.entropy_bits;
     let budget_runs_left = i.max_runs.saturating_sub(i.runs_done);
     let secs_per_run =
         (i.runs_done > 0 && i.elapsed_secs > 0.0).then(|| i.elapsed_secs / i.runs_done as f64);
@@ -74,9 +107,9 @@ pub fn compute(i: &Inputs) -> Progress {
         })
     };
     Progress {
-        top_sha: ps.first().map(|(s, _)| s.to_string()),
-        top_probability: ps.first().map(|(_, p)| *p),
-        candidates_90,
+        top_sha: belief.top_sha.clone(),
+        top_probability: belief.top_probability,
+        candidates_90: belief.candidates_90,
         entropy_bits: entropy,
         entropy_bits_start: start,
         budget_runs_left,
@@ -128,6 +161,16 @@ mod tests {
         let runs = ((h - DONE_BITS) / ((2.0 - h) / 20.0)).ceil();
         assert_eq!(n.eta_secs, Some((runs * 2.0) as i64));
         assert!(n.eta_secs < n.budget_secs);
+    }
+
+    #[test]
+    fn a_stored_belief_gives_the_progress_of_its_probabilities() {
+        let ps = [("a", 0.7), ("b", 0.2), ("c", 0.1)];
+        let stored: Belief =
+            serde_json::from_value(serde_json::to_value(Belief::of(&ps)).unwrap()).unwrap();
+        let i = inputs(&ps, 12);
+        assert_eq!(with_belief(&stored, &inputs(&[], 12)), compute(&i));
+        assert_eq!(stored.top_sha.as_deref(), Some("a"));
     }
 
     #[test]

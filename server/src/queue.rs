@@ -3,7 +3,10 @@
 
 use crate::AppState;
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// NOTIFY channel raised whenever tasks are queued.
 pub const CHANNEL: &str = "perfbisect_tasks";
@@ -18,6 +21,48 @@ pub struct ClaimedTask {
     pub pair_sha: Option<String>,
     pub runs: i32,
     pub lease_expires_at: DateTime<Utc>,
+}
+
+/// This replica's long-polling claims, woken per host group: `n` tasks queued for a group
+/// wake `n` of its waiters, not all of them (with a thousand hosts polling, waking all for
+/// every task is a thundering herd of claims that find nothing).
+#[derive(Debug, Default)]
+pub struct Waiters {
+    groups: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl Waiters {
+    fn group(&self, group: &str) -> Arc<Notify> {
+        self.groups
+            .lock()
+            .expect("waiters")
+            .entry(group.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// `n` tasks were queued for `group`.
+    pub fn queued(&self, group: &str, n: usize) {
+        let notify = self.group(group);
+        for _ in 0..n {
+            notify.notify_one();
+        }
+    }
+
+    /// Something may have been queued anywhere: every waiter looks.
+    pub fn all(&self) {
+        for notify in self.groups.lock().expect("waiters").values() {
+            notify.notify_waiters();
+        }
+    }
+
+    /// A NOTIFY payload: `group\tcount` from `notify_queued_in`, empty from `notify_queued`.
+    fn received(&self, payload: &str) {
+        match payload.rsplit_once('\t') {
+            Some((group, n)) => self.queued(group, n.parse().unwrap_or(1)),
+            None => self.all(),
+        }
+    }
 }
 
 /// Takes the oldest queued task of `host_group` for `host_id`, if there is one.
@@ -54,7 +99,10 @@ pub async fn claim_wait(
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         // Register interest before looking, so a NOTIFY between the look and the wait is not lost.
-        let notified = state.task_queued.notified();
+        let group = state.task_queued.group(host_group);
+        let notified = group.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
         if let Some(task) = claim(state, host_id, host_group).await? {
             return Ok(Some(task));
         }
@@ -76,8 +124,8 @@ pub async fn listen_for_tasks(state: AppState, url: String) {
                 if let Err(e) = listener.listen(CHANNEL).await {
                     tracing::warn!(error = %e, "LISTEN failed");
                 } else {
-                    while listener.recv().await.is_ok() {
-                        state.task_queued.notify_waiters();
+                    while let Ok(n) = listener.recv().await {
+                        state.task_queued.received(n.payload());
                     }
                 }
             }
@@ -137,6 +185,22 @@ pub async fn reap_expired_leases(state: AppState) {
     }
 }
 
+/// Announces `n` tasks queued for `host_group`: every replica wakes that many of the group's
+/// long-polls.
+pub async fn notify_queued_in<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    host_group: &str,
+    n: usize,
+) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(format!("{host_group}\t{n}"))
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Announces that tasks may have been queued in any group (rare paths): every long-poll looks.
 pub async fn notify_queued<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<()> {
     sqlx::query("SELECT pg_notify($1, '')")
         .bind(CHANNEL)

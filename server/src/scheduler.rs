@@ -203,6 +203,8 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     };
     if perfbisect_wire::api::status_is_final(&row.status) {
         state.graphs.forget(bisect);
+        // `finish` woke it once more for this: the change over every run, with the culprit.
+        crate::change::refresh(&mut tx, bisect, &state.mail.report.kpi_table()).await?;
         tx.commit().await?;
         return Ok(true);
     }
@@ -233,6 +235,18 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         return Ok(true);
     }
 
+    // This bisect's share of its group's live hosts (`allocator`), less what it has out.
+    // Work queued when its share was larger (before other bisects joined the group) and not
+    // started yet is handed back first, so no bisect keeps more than its share queued; the
+    // evidence below no longer counts it as pending.
+    let load = allocation::group_load(&mut tx, &row.tbox_group, LIVE_HOST_WINDOW_SECS).await?;
+    let share = crate::allocator::share(load.live_hosts, &load.bisects, bisect);
+    let mut outstanding = allocation::outstanding(&mut *tx, bisect).await?;
+    if outstanding > share as i64 {
+        let handed = allocation::trim_queued(&mut *tx, bisect, outstanding - share as i64).await?;
+        outstanding -= handed as i64;
+    }
+    let idle = share as i64 - outstanding;
     let loaded = state.graphs.get(&mut *tx, bisect).await?;
     let (graph, points) = (&loaded.graph, &loaded.points);
     let mut evidence = load_evidence(&mut tx, bisect, &row.metric, points).await?;
@@ -262,11 +276,6 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         state.graphs.forget(bisect);
         return Ok(true);
     }
-    // This bisect's share of its group's live hosts (`allocator`), less what it has out.
-    let load = allocation::group_load(&mut tx, &row.tbox_group, LIVE_HOST_WINDOW_SECS).await?;
-    let outstanding = allocation::outstanding(&mut *tx, bisect).await?;
-    let share = crate::allocator::share(load.live_hosts, &load.bisects, bisect);
-    let idle = share as i64 - outstanding;
     let settings = Settings {
         confidence: row.confidence,
         runs_per_request: row.runs_per_task.max(1) as u32,
@@ -375,7 +384,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                     queued += 1;
                 }
                 if queued > 0 {
-                    crate::queue::notify_queued(&mut *tx).await?;
+                    crate::queue::notify_queued_in(&mut *tx, &row.tbox_group, queued).await?;
                 }
             }
             set_phase(&mut tx, bisect, phase, Some(&why)).await?;
@@ -448,6 +457,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
         }
     }
+    crate::change::refresh(&mut tx, bisect, &state.mail.report.kpi_table()).await?;
     tx.commit().await?;
     if over {
         state.graphs.forget(bisect);
@@ -491,7 +501,7 @@ pub async fn finish(
 ) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE bisects SET status = $2, status_reason = $3, culprit_sha = $4, culprit_confidence = $5,
-                updated_at = now(), finished_at = now()
+                updated_at = now(), finished_at = now(), measured_change = NULL
          WHERE id = $1",
     )
     .bind(bisect)
@@ -511,6 +521,8 @@ pub async fn finish(
     event(&mut *tx, bisect, status, reason).await?;
     // The hosts it held are shared among the group's other bisects now.
     wakeups::wake_group_of(&mut *tx, bisect, wakeups::Reason::ShareChanged).await?;
+    // Its own last advance stores its final change (readers compute it until then).
+    wakeups::wake(&mut *tx, bisect, wakeups::Reason::Ended).await?;
     // The outcome and its mail commit together (the transactional outbox).
     crate::notify::outbox::enqueue(&mut *tx, bisect, status).await?;
     tracing::info!(bisect, status, reason, "bisect finished");

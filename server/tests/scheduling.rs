@@ -224,6 +224,9 @@ async fn a_groups_hosts_are_shared_among_its_bisects_by_priority() {
     )
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    let woken =
+        "SELECT count(*) FROM scheduler_wakeups WHERE bisect_id = $1 AND reason = 'share_changed'";
+    let before = (count(&f, woken, a).await, count(&f, woken, b).await);
     let (s, v) = call(
         &f,
         "PUT",
@@ -233,13 +236,74 @@ async fn a_groups_hosts_are_shared_among_its_bisects_by_priority() {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let woken =
-        "SELECT count(*) FROM scheduler_wakeups WHERE bisect_id = $1 AND reason = 'share_changed'";
-    assert_eq!(count(&f, woken, a).await, 1);
-    assert_eq!(count(&f, woken, b).await, 1);
+    assert_eq!(count(&f, woken, a).await, before.0 + 1);
+    assert_eq!(count(&f, woken, b).await, before.1 + 1);
     let shares: Vec<u32> = [a, b]
         .iter()
         .map(|&id| perfbisect_server::allocator::share(4, &[(a, 1), (b, 3)], id))
         .collect();
     assert_eq!(shares, vec![1, 3]);
+}
+
+#[tokio::test]
+async fn a_bisect_hands_back_queued_work_beyond_a_share_that_shrank() {
+    let f = with_repo().await;
+    for i in 0..2 {
+        register(&f, &format!("h{i}")).await;
+    }
+    let outstanding =
+        "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running')";
+    let a = submit(&f).await;
+    assert_eq!(count(&f, outstanding, a).await, 2, "alone it takes both hosts");
+    // A second bisect joins: the first one's share is one host now, and nothing has started.
+    let b = submit(&f).await;
+    perfbisect_server::scheduler::advance(&f.state, a)
+        .await
+        .unwrap();
+    assert_eq!(count(&f, outstanding, a).await, 1, "kept more than its share");
+    assert_eq!(count(&f, outstanding, b).await, 1);
+    let handed_back = "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state = 'cancelled'
+                       AND message LIKE 'handed back unstarted%'";
+    assert_eq!(count(&f, handed_back, a).await, 1);
+}
+
+#[tokio::test]
+async fn list_pages_read_the_summary_the_advance_stored() {
+    let f = with_repo().await;
+    register(&f, "h1").await;
+    let bisect = submit(&f).await;
+    // The submission's advance wrote the belief and the change (nothing to compare yet).
+    let (belief, change): (Option<Value>, Option<Value>) =
+        sqlx::query_as("SELECT belief, measured_change FROM bisects WHERE id = $1")
+            .bind(bisect)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap();
+    assert!(belief.unwrap()["entropy_bits"].as_f64().unwrap() > 0.0);
+    assert_eq!(change, Some(Value::Null));
+    // What the lists show comes from those columns, not from the runs: change them and the
+    // lists follow.
+    let now = json!({"pct": 42.0, "good_sha": "a", "bad_sha": "b", "good_mean": 1.0,
+                     "bad_mean": 1.42, "good_runs": 3, "bad_runs": 3, "basis": "endpoints",
+                     "runs_used": "bad vs good endpoint", "kind": "change"});
+    sqlx::query(
+        "UPDATE bisects SET measured_change = $2,
+                belief = jsonb_build_object('top_probability', 0.5, 'entropy_bits', 3.3)
+         WHERE id = $1",
+    )
+    .bind(bisect)
+    .bind(&now)
+    .execute(&f.state.db)
+    .await
+    .unwrap();
+    let (s, list) = call(&f, "GET", "/api/v1/bisects", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    assert_eq!(list["bisects"][0]["change_pct"], json!(42.0), "{list}");
+    let (s, page) = common::request(&f.state, "GET", "/bisects", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(page.contains("+42.0%"), "{page}");
+    assert!(page.contains("3.3 bits left"), "{page}");
+    // The running bisect's own page takes its progress from the stored belief too.
+    let (_, one) = call(&f, "GET", &format!("/api/v1/bisects/{bisect}"), None, None).await;
+    assert_eq!(one["progress"]["entropy_bits"], json!(3.3), "{one}");
 }

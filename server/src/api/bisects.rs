@@ -255,6 +255,7 @@ pub(crate) async fn submit(
     crate::scheduler::event(&mut *tx, id, "submitted", &story).await?;
     // Committed with the bisect: should the first advance below fail, the scheduler retries.
     crate::store::wakeups::wake(&mut *tx, id, crate::store::wakeups::Reason::Submitted).await?;
+    crate::store::wakeups::wake_group_queued(&mut *tx, &spec.tbox_group, id).await?;
     tx.commit().await?;
     state.graphs.insert(id, std::sync::Arc::new(graph));
     tracing::info!(
@@ -553,33 +554,34 @@ pub async fn load_bisect(state: &AppState, id: i64) -> ApiResult<Bisect> {
     }
     let measured_change = measured_change(state, &b).await?;
     let progress = {
-        // `bisects.assessments` holds only the measured points; while the search runs,
-        // progress needs every candidate's probability (`bisect_assessments`).
-        let running = if perfbisect_wire::api::status_is_final(&b.status) {
-            Vec::new()
-        } else {
-            crate::store::assessments::probabilities(&state.db, id).await?
-        };
-        let probabilities: Vec<(&str, f64)> = if running.is_empty() {
-            assessed
-                .iter()
-                .filter_map(|(sha, (_, p))| p.map(|p| (sha.as_str(), p)))
-                .collect()
-        } else {
-            running
-                .iter()
-                .map(|(sha, p)| (sha.as_str(), f64::from(*p)))
-                .collect()
-        };
+        let is_final = perfbisect_wire::api::status_is_final(&b.status);
         let end = b.finished_at.unwrap_or_else(Utc::now);
-        crate::progress::compute(&crate::progress::Inputs {
-            probabilities: &probabilities,
+        let inputs = |probabilities| crate::progress::Inputs {
+            probabilities,
             candidates_total,
             runs_done: runs_done as usize,
             max_runs: b.max_runs.max(0) as usize,
             elapsed_secs: (end - b.created_at).num_milliseconds() as f64 / 1000.0,
-            is_final: perfbisect_wire::api::status_is_final(&b.status),
-        })
+            is_final,
+        };
+        // While the search runs, progress needs every candidate's probability: the advance
+        // keeps them in brief on the row (`bisects.belief`). Once ended (or before the first
+        // round), `bisects.assessments` holds the measured points' probabilities.
+        let stored = if is_final {
+            None
+        } else {
+            crate::store::summaries::belief(&state.db, id).await?
+        };
+        match stored {
+            Some(belief) => crate::progress::with_belief(&belief, &inputs(&[])),
+            None => {
+                let probabilities: Vec<(&str, f64)> = assessed
+                    .iter()
+                    .filter_map(|(sha, (_, p))| p.map(|p| (sha.as_str(), p)))
+                    .collect();
+                crate::progress::compute(&inputs(&probabilities))
+            }
+        }
     };
     Ok(Bisect {
         measured_change,
@@ -634,11 +636,15 @@ async fn measured_change(
     .await
 }
 
-/// The change of a list row (one bisect's summary), measured as on its own page.
+/// The change of a list row (one bisect's summary), measured as on its own page: as the
+/// advance stored it, else (not stored yet) from the runs.
 pub(crate) async fn summary_change(
     state: &AppState,
     b: &crate::store::summaries::SummaryRow,
 ) -> ApiResult<Option<perfbisect_wire::api::MeasuredChange>> {
+    if let Some(stored) = &b.measured_change {
+        return Ok(stored.0.clone());
+    }
     change_between(
         state,
         b.id,
@@ -658,27 +664,18 @@ async fn change_between(
     bad_sha: &str,
     culprit_sha: Option<&str>,
 ) -> ApiResult<Option<perfbisect_wire::api::MeasuredChange>> {
-    let parent: Option<String> = match culprit_sha {
-        Some(c) => {
-            sqlx::query_scalar(
-                "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
-               ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
-             WHERE c.bisect_id = $1 AND c.sha = $2",
-            )
-            .bind(bisect)
-            .bind(c)
-            .fetch_optional(&state.db)
-            .await?
-        }
-        None => None,
-    };
-    let sides = crate::change::Sides {
+    let kpi = state.mail.report.kpi_table();
+    let mut db = state.db.acquire().await?;
+    Ok(crate::change::of_bisect(
+        &mut db,
+        bisect,
+        metric,
         good_sha,
         bad_sha,
-        culprit: culprit_sha.map(|c| (c, parent.as_deref().unwrap_or(good_sha))),
-    };
-    let kpi = state.mail.report.kpi_table();
-    Ok(crate::change::load(&state.db, bisect, metric, &sides, &kpi).await?)
+        culprit_sha,
+        &kpi,
+    )
+    .await?)
 }
 
 /// How many candidates are still in the running: with probabilities, the size of the smallest

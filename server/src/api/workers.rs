@@ -182,7 +182,12 @@ async fn claim(
 }
 
 /// Renews the lease of a running task held by this host; None when it is not (any more).
-async fn renew(state: &AppState, task: i64, host: i64) -> sqlx::Result<Option<DateTime<Utc>>> {
+async fn renew<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    state: &AppState,
+    task: i64,
+    host: i64,
+) -> sqlx::Result<Option<DateTime<Utc>>> {
     sqlx::query_scalar(
         "UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $3)
          WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING lease_expires_at",
@@ -190,7 +195,7 @@ async fn renew(state: &AppState, task: i64, host: i64) -> sqlx::Result<Option<Da
     .bind(task)
     .bind(host)
     .bind(state.lease.as_secs_f64())
-    .fetch_optional(&state.db)
+    .fetch_optional(db)
     .await
 }
 
@@ -204,16 +209,18 @@ async fn heartbeat(
     host: WorkerHost,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<HeartbeatReply>> {
-    Ok(Json(match renew(&state, id, host.host_id).await? {
-        Some(lease_expires_at) => HeartbeatReply {
-            cancelled: false,
-            lease_expires_at,
+    Ok(Json(
+        match renew(&state.db, &state, id, host.host_id).await? {
+            Some(lease_expires_at) => HeartbeatReply {
+                cancelled: false,
+                lease_expires_at,
+            },
+            None => HeartbeatReply {
+                cancelled: true,
+                lease_expires_at: Utc::now(),
+            },
         },
-        None => HeartbeatReply {
-            cancelled: true,
-            lease_expires_at: Utc::now(),
-        },
-    }))
+    ))
 }
 
 #[derive(sqlx::FromRow)]
@@ -307,7 +314,9 @@ async fn upload_run(
         ));
     }
     // The holder is checked again in the statement that writes (the task row locked for
-    // it): a lease that ran out since the check above leaves nothing written.
+    // it): a lease that ran out since the check above leaves nothing written. The run, the
+    // renewed lease and the wake-up commit together: one commit (one WAL flush) per upload.
+    let mut tx = state.db.begin().await?;
     let inserted = sqlx::query(
         "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at, environment)
          SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
@@ -325,9 +334,9 @@ async fn upload_run(
     .bind(run.started_at)
     .bind(run.finished_at)
     .bind(serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?)
-    .execute(&state.db)
+    .execute(&mut *tx)
     .await?;
-    let renewed = renew(&state, id, host.host_id).await?;
+    let renewed = renew(&mut *tx, &state, id, host.host_id).await?;
     if inserted.rows_affected() == 0 && renewed.is_none() {
         return Err(ApiError::Conflict(format!(
             "task {id} is not running on this host any more"
@@ -338,12 +347,13 @@ async fn upload_run(
         && let Some(bisect_id) = bisect_id
     {
         crate::store::wakeups::wake(
-            &state.db,
+            &mut *tx,
             bisect_id,
             crate::store::wakeups::Reason::RunStored,
         )
         .await?;
     }
+    tx.commit().await?;
     crate::metrics::observe_upload(started.elapsed());
     Ok(StatusCode::CREATED)
 }
@@ -374,6 +384,8 @@ async fn complete(
         TaskOutcome::BuildFailed => "'build_failed'",
         TaskOutcome::Error => "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END",
     };
+    // The task's end, its requeue notice and the wake-up commit together.
+    let mut tx = state.db.begin().await?;
     let owner: Option<(Option<i64>, Option<i64>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE tasks SET state = {new_state}, message = $3, log_tail = $4, failed_sha = $5,
              finished_at = CASE WHEN {new_state} = 'queued' THEN NULL ELSE now() END,
@@ -385,20 +397,23 @@ async fn complete(
     .bind(&req.message)
     .bind(&tail)
     .bind(&req.failed_sha)
-    .fetch_optional(&state.db)
+    .fetch_optional(&mut *tx)
     .await?;
     let (bisect, watch) = owner
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
     if req.outcome == TaskOutcome::Error {
-        crate::queue::notify_queued(&state.db).await?;
+        crate::queue::notify_queued_in(&mut *tx, &host.host_group, 1).await?;
     }
     if let Some(bisect) = bisect {
-        crate::store::wakeups::wake(&state.db, bisect, crate::store::wakeups::Reason::TaskEnded)
+        crate::store::wakeups::wake(&mut *tx, bisect, crate::store::wakeups::Reason::TaskEnded)
             .await?;
     }
+    tx.commit().await?;
     crate::metrics::observe_complete(started.elapsed());
     if let Some(watch) = watch {
-        crate::watch::task_finished(&state, watch).await;
+        // Analysing the series is not this request's work: the answer does not wait for it.
+        let state = state.clone();
+        tokio::spawn(async move { crate::watch::task_finished(&state, watch).await });
     }
     Ok(StatusCode::OK)
 }

@@ -96,8 +96,13 @@ fn row_of(b: &perfbisect_wire::api::Bisect, now: chrono::DateTime<Utc>) -> Row {
             .as_ref()
             .filter(|_| !perfbisect_wire::api::status_is_final(&b.status))
             .and_then(|p| Some((p.top_probability?, p.entropy_bits?)))
-            .map(|(top, bits)| format!("top {} · {bits:.1} bits left", format::probability(top))),
+            .map(|(top, bits)| moving(top, bits)),
     }
+}
+
+/// The list's progress cell of a running bisect.
+fn moving(top: f64, bits: f64) -> String {
+    format!("top {} · {bits:.1} bits left", format::probability(top))
 }
 
 /// A choice of a filter's `<select>`.
@@ -185,8 +190,9 @@ pub async fn page(
     for s in found {
         let finished = perfbisect_wire::api::status_is_final(&s.status);
         rows.push(match (s.candidates_total, s.candidates_remaining) {
-            // A running bisect shows its moving progress, which only the full view has.
-            (Some(total), Some(remaining)) if finished => {
+            // A running bisect's moving progress is its stored belief; without one (not yet
+            // advanced, or stored before the summary columns) the full view.
+            (Some(total), Some(remaining)) if finished || s.belief.is_some() => {
                 let change = crate::api::summary_change(&state, &s).await?;
                 Row {
                     id: s.id,
@@ -208,6 +214,12 @@ pub async fn page(
                     },
                     candidates_total: total as usize,
                     runs_done: s.runs_done as usize,
+                    moving: s
+                        .belief
+                        .as_ref()
+                        .filter(|_| !finished)
+                        .and_then(|b| Some((b.top_probability?, b.entropy_bits?)))
+                        .map(|(top, bits)| moving(top, bits)),
                     repository: s.repository,
                     good: s.good_rev,
                     bad: s.bad_rev,
@@ -217,10 +229,8 @@ pub async fn page(
                         .as_ref()
                         .map(|m| (crate::change::signed_pct(m.pct), m.kind.clone())),
                     change_basis: change.map(|m| m.runs_used).unwrap_or_default(),
-                    moving: None,
                 }
             }
-            // Not yet advanced, or stored before the summary columns: the full view.
             _ => row_of(&load_bisect(&state, s.id).await?, now),
         });
     }

@@ -47,6 +47,26 @@ pub async fn outstanding<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> sqlx
     .await
 }
 
+/// Cancels up to `n` of the bisect's queued tasks that no host ever started, newest first
+/// (its share shrank); how many.
+pub async fn trim_queued<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    bisect: i64,
+    n: i64,
+) -> sqlx::Result<u64> {
+    Ok(sqlx::query(
+        "UPDATE tasks SET state = 'cancelled', finished_at = now(),
+                message = 'handed back unstarted: the bisect''s share of its host group shrank'
+         WHERE id IN (SELECT id FROM tasks WHERE bisect_id = $1 AND state = 'queued' AND attempts = 0
+                      ORDER BY id DESC LIMIT $2 FOR UPDATE SKIP LOCKED)",
+    )
+    .bind(bisect)
+    .bind(n)
+    .execute(db)
+    .await?
+    .rows_affected())
+}
+
 /// Live hosts per group (the fallback loop notices hosts that went away).
 pub async fn live_hosts_by_group<'e>(
     db: impl sqlx::PgExecutor<'e>,

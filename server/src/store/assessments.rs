@@ -52,6 +52,8 @@ pub struct RoundWrite<'a> {
     /// `bisects.assessments`: only the measured and skipped points (`[{sha, verdict, p}]`).
     pub measured: serde_json::Value,
     pub candidates_remaining: i32,
+    /// `bisects.belief`: what the running page's progress is computed from.
+    pub belief: &'a crate::progress::Belief,
 }
 
 /// Upserts the changed rows in one statement and updates the summary; returns the new round.
@@ -77,7 +79,7 @@ pub async fn write(
         .await?;
     }
     sqlx::query_scalar(
-        "UPDATE bisects SET assessments = $2, candidates_remaining = $3,
+        "UPDATE bisects SET assessments = $2, candidates_remaining = $3, belief = $5,
                 assessed_round = assessed_round + CASE WHEN $4 THEN 1 ELSE 0 END
          WHERE id = $1 RETURNING assessed_round",
     )
@@ -85,22 +87,7 @@ pub async fn write(
     .bind(&w.measured)
     .bind(w.candidates_remaining)
     .bind(!w.changed.is_empty())
+    .bind(sqlx::types::Json(w.belief))
     .fetch_one(&mut *tx)
-    .await
-}
-
-/// Every candidate's culprit probability (those that have one), by sha: what progress
-/// (top candidate, mass, bits left) is measured from while a bisect runs.
-pub async fn probabilities<'e>(
-    db: impl sqlx::PgExecutor<'e>,
-    bisect: i64,
-) -> sqlx::Result<Vec<(String, f32)>> {
-    sqlx::query_as(
-        "SELECT c.sha, a.p FROM bisect_assessments a
-         JOIN bisect_commits c ON c.bisect_id = a.bisect_id AND c.idx = a.idx
-         WHERE a.bisect_id = $1 AND a.p IS NOT NULL",
-    )
-    .bind(bisect)
-    .fetch_all(db)
     .await
 }

@@ -1,7 +1,10 @@
 //! One line per bisect for the list pages (`GET /bisects`, `GET /api/v1/bisects`): read from
 //! the bisect's row and its summary columns, never from its candidates or assessments.
 
+use crate::progress::Belief;
 use chrono::{DateTime, Utc};
+use perfbisect_wire::api::MeasuredChange;
+use sqlx::types::Json;
 
 /// The list filters; `None` means any.
 #[derive(Debug, Default, Clone, Copy)]
@@ -30,6 +33,11 @@ pub struct SummaryRow {
     pub candidates_total: Option<i32>,
     pub candidates_remaining: Option<i32>,
     pub runs_done: i64,
+    /// As the last advance measured it (`Json(None)`: nothing to compare yet); `None` when
+    /// not stored yet (before the first advance, just after the end, older bisects).
+    pub measured_change: Option<Json<Option<MeasuredChange>>>,
+    /// The engine's belief in brief, as of the last round.
+    pub belief: Option<Json<Belief>>,
 }
 
 const FROM: &str = "FROM bisects b JOIN repositories r ON r.id = b.repository_id
@@ -50,7 +58,8 @@ pub async fn list<'e>(
                 (SELECT c.subject FROM bisect_commits c
                  WHERE c.bisect_id = b.id AND c.sha = b.culprit_sha) AS culprit_subject,
                 b.created_at, b.candidates_total, b.candidates_remaining,
-                (SELECT count(*) FROM runs u WHERE u.bisect_id = b.id) AS runs_done
+                (SELECT count(*) FROM runs u WHERE u.bisect_id = b.id) AS runs_done,
+                b.measured_change, b.belief
          {FROM} WHERE {WHERE} ORDER BY b.id DESC LIMIT $5 OFFSET $6"
     )))
     .bind(f.status)
@@ -74,4 +83,31 @@ pub async fn count<'e>(db: impl sqlx::PgExecutor<'e>, f: ListFilter<'_>) -> sqlx
     .bind(f.metric)
     .fetch_one(db)
     .await
+}
+
+/// Stores the change the list pages show (`None`: nothing to compare yet).
+pub async fn set_measured_change<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    bisect: i64,
+    change: Option<&MeasuredChange>,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE bisects SET measured_change = $2 WHERE id = $1")
+        .bind(bisect)
+        .bind(Json(change))
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// The stored belief of one bisect (what its running page shows), if a round wrote one.
+pub async fn belief<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    bisect: i64,
+) -> sqlx::Result<Option<Belief>> {
+    let b: Option<Option<Json<Belief>>> =
+        sqlx::query_scalar("SELECT belief FROM bisects WHERE id = $1")
+            .bind(bisect)
+            .fetch_optional(db)
+            .await?;
+    Ok(b.flatten().map(|j| j.0))
 }

@@ -20,6 +20,8 @@ pub enum Reason {
     HostsChanged,
     ShareChanged,
     Fallback,
+    /// The bisect ended: one more advance stores its final summary.
+    Ended,
 }
 
 impl Reason {
@@ -32,6 +34,7 @@ impl Reason {
             Reason::HostsChanged => "hosts_changed",
             Reason::ShareChanged => "share_changed",
             Reason::Fallback => "fallback",
+            Reason::Ended => "ended",
         }
     }
 }
@@ -99,6 +102,31 @@ pub async fn wake_group_of<'e>(
     .bind(reason.as_str())
     .bind(CHANNEL)
     .bind(crate::scheduler::LIVE_HOST_WINDOW_SECS as f64)
+    .execute(db)
+    .await?;
+    Ok(woken.rows_affected())
+}
+
+/// A bisect joined `host_group`: every share there shrank. Wakes the group's other bisects
+/// that have unstarted work queued (and no wake-up pending), so each hands back what is now
+/// beyond its share before hosts take it.
+pub async fn wake_group_queued<'e>(
+    db: impl sqlx::PgExecutor<'e>,
+    host_group: &str,
+    joined: i64,
+) -> sqlx::Result<u64> {
+    let woken = sqlx::query(
+        "WITH w AS (INSERT INTO scheduler_wakeups (bisect_id, reason)
+                    SELECT DISTINCT t.bisect_id, $3 FROM tasks t
+                    WHERE t.host_group = $1 AND t.state = 'queued' AND t.bisect_id <> $2
+                      AND NOT EXISTS (SELECT 1 FROM scheduler_wakeups p WHERE p.bisect_id = t.bisect_id)
+                    RETURNING bisect_id)
+         SELECT pg_notify($4, bisect_id::text) FROM w",
+    )
+    .bind(host_group)
+    .bind(joined)
+    .bind(Reason::ShareChanged.as_str())
+    .bind(CHANNEL)
     .execute(db)
     .await?;
     Ok(woken.rows_affected())
