@@ -65,7 +65,9 @@ impl Waiters {
     }
 }
 
-/// Takes the oldest queued task of `host_group` for `host_id`, if there is one.
+/// Takes the oldest queued task of `host_group` for `host_id`, unless the host is drained or
+/// quarantined (checked in the statement itself: a long poll that began before a drain
+/// takes nothing queued after it).
 pub async fn claim(
     state: &AppState,
     host_id: i64,
@@ -76,6 +78,8 @@ pub async fn claim(
         "UPDATE tasks t SET state = 'running', host_id = $1, attempts = t.attempts + 1,
                 lease_expires_at = now() + make_interval(secs => $3), started_at = now()
          FROM (SELECT id FROM tasks WHERE state = 'queued' AND host_group = $2
+               AND EXISTS (SELECT 1 FROM hosts h WHERE h.id = $1
+                           AND h.quarantined_at IS NULL AND h.drained_at IS NULL)
                ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) c
          WHERE t.id = c.id
          RETURNING t.id, coalesce(t.bisect_id, 0) AS bisect_id, t.watch_id, t.sha, t.pair_sha, t.runs, t.lease_expires_at",

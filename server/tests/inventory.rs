@@ -45,6 +45,16 @@ async fn host(f: &common::Fixture, name: &str) -> Value {
         .unwrap_or_else(|| panic!("{name} not in {all}"))
 }
 
+const OPERATOR: &str = "test-operator-token";
+
+/// The operator's token: draining and releasing hosts is theirs.
+async fn operator(f: &common::Fixture) -> &'static str {
+    perfbisect_server::auth::ensure_token(&f.state.db, "operator", "test", OPERATOR)
+        .await
+        .unwrap();
+    OPERATOR
+}
+
 async fn claim(f: &common::Fixture, token: &str) -> StatusCode {
     call(
         f,
@@ -127,11 +137,12 @@ async fn a_failing_host_is_quarantined_and_the_other_takes_the_work() {
 
     // The operator releases it: back to work, streak cleared.
     let id = h["id"].as_i64().unwrap();
+    let op = operator(&f).await;
     let (s, r) = call(
         &f,
         "POST",
         &format!("/api/v1/hosts/{id}/release"),
-        Some(TOKEN),
+        Some(op),
         None,
     )
     .await;
@@ -148,12 +159,27 @@ async fn an_operator_drains_and_releases_a_host() {
     let h1 = register(&f, "h1").await;
     let id = host(&f, "h1").await["id"].as_i64().unwrap();
     let (s, _) = call(&f, "POST", &format!("/api/v1/hosts/{id}/drain"), None, None).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED, "draining needs the API token");
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "draining needs a token");
     let (s, r) = call(
         &f,
         "POST",
         &format!("/api/v1/hosts/{id}/drain"),
         Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::FORBIDDEN,
+        "a submitter may not drain a host: {r}"
+    );
+    assert_eq!(host(&f, "h1").await["drained"], false);
+    let op = operator(&f).await;
+    let (s, r) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/hosts/{id}/drain"),
+        Some(op),
         None,
     )
     .await;
@@ -174,14 +200,14 @@ async fn an_operator_drains_and_releases_a_host() {
         &f,
         "POST",
         &format!("/api/v1/hosts/{id}/release"),
-        Some(TOKEN),
+        Some(op),
         None,
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["drained"], false);
     assert_eq!(claim(&f, &h1).await, StatusCode::OK);
-    let (s, r) = call(&f, "POST", "/api/v1/hosts/99999/drain", Some(TOKEN), None).await;
+    let (s, r) = call(&f, "POST", "/api/v1/hosts/99999/drain", Some(op), None).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{r}");
 }
 

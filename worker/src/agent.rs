@@ -280,6 +280,10 @@ async fn handle(
     }
     let finish = match result {
         Ok(finish) => finish,
+        // The host's failure says nothing about the task: it goes back to the queue without
+        // spending one of its attempts (a host that keeps failing is quarantined instead), so
+        // one dead host cannot fail a bisect.
+        Err(e) if host_down => Finish::HandBack(format!("the test host is down: {e:#}")),
         Err(e) => {
             tracing::error!(error = ?e, "task failed on this worker");
             let msg = CompleteTask {

@@ -5,6 +5,7 @@
 use crate::agent::Worker;
 use crate::build::{Attempt, Built};
 use crate::client::{ClientError, retry};
+use crate::deploy::ssh::Prepared;
 use crate::deploy::{self, RunEnd, RunOutcome, RunRequest};
 use crate::exec::{self, Ending};
 use crate::note::CurrentTask;
@@ -371,13 +372,26 @@ async fn run_once(
                     "a `deploy.kind: ssh` job needs --ssh-target".into(),
                 )
             })?;
-            let activity = if host.needs_boot(req.sha) {
-                HostActivity::Booting
-            } else {
-                HostActivity::Running
+            // Booting while the commit's kernel comes up, running while the job runs: what
+            // the host is doing, for the inventory.
+            if host.needs_boot(req.sha) {
+                report_host(&w.client, HostActivity::Booting, None, None, None).await;
+            }
+            let outcome = match host.prepare(req, rootfs.as_deref(), scratch, abort).await? {
+                Prepared::Ended(outcome) => *outcome,
+                Prepared::Ready(boot) => {
+                    let power = host.last_power_action.take();
+                    report_host(
+                        &w.client,
+                        HostActivity::Running,
+                        host.running_kernel().map(str::to_string),
+                        power,
+                        None,
+                    )
+                    .await;
+                    host.run_job(req, boot, abort).await?
+                }
             };
-            report_host(&w.client, activity, None, None, None).await;
-            let outcome = host.run(req, rootfs.as_deref(), scratch, abort).await?;
             // The host came back (from a boot or a power cycle): its streak ends.
             let power = host.last_power_action.take();
             report_host(

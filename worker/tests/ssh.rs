@@ -6,90 +6,17 @@
 
 mod common;
 
+use common::sshd::{Sshd, running_release, user};
+
 use perfbisect_worker::config::SshConfig;
 use perfbisect_worker::deploy::ssh::SshHost;
 use perfbisect_worker::deploy::{DeployError, RunEnd, RunOutcome, RunRequest};
 use perfbisect_worker::exec::Ending;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-struct Sshd {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: Child,
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn keygen(path: &Path) {
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .status()
-        .expect("ssh-keygen (openssh-client)");
-    assert!(status.success());
-}
-
-fn user() -> String {
-    nix::unistd::User::from_uid(nix::unistd::geteuid())
-        .unwrap()
-        .unwrap()
-        .name
-}
-
 impl Sshd {
-    fn start() -> Sshd {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        keygen(&d.join("host_key"));
-        keygen(&d.join("client_key"));
-        std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
-        // sshd refuses to start without its privilege-separation directory.
-        std::fs::create_dir_all("/run/sshd").unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let config = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
-             AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-             PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nLogLevel ERROR\n",
-            d = d.display()
-        );
-        std::fs::write(d.join("sshd_config"), config).unwrap();
-        std::fs::write(d.join("boot_id"), "boot-0\n").unwrap();
-        let child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
-            .arg(d.join("sshd_config"))
-            .stderr(std::fs::File::create(d.join("sshd.log")).unwrap())
-            .spawn()
-            .expect("/usr/sbin/sshd (openssh-server)");
-        let sshd = Sshd { dir, port, child };
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "sshd did not listen: {}",
-                std::fs::read_to_string(sshd.path().join("sshd.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        sshd
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
     fn config(&self) -> SshConfig {
         let d = self.path();
         SshConfig {
@@ -126,14 +53,6 @@ impl Sshd {
             .filter(|l| l.starts_with("PERFBISECT_KERNEL="))
             .count()
     }
-}
-
-fn running_release() -> String {
-    nix::sys::utsname::uname()
-        .unwrap()
-        .release()
-        .to_string_lossy()
-        .into_owned()
 }
 
 fn running_version() -> String {

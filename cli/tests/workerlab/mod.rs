@@ -3,6 +3,12 @@
 //! prebuilt kernel the qemu tests boot.
 #![allow(dead_code)] // each test file uses a different part
 
+#[path = "../../../worker/tests/common/lab.rs"]
+pub mod lab;
+/// The worker tests' loopback sshd and VM lab (qemu hosts behind ipmi_sim), shared.
+#[path = "../../../worker/tests/common/sshd.rs"]
+pub mod sshd;
+
 use crate::common::{ENROLL_TOKEN, EXE, Lab};
 use git2::{Oid, Repository, Signature, Time};
 use perfbisect_cli::processes::Process;

@@ -6,7 +6,7 @@
 
 use super::ApiJson;
 use crate::AppState;
-use crate::auth::{ApiUser, WorkerHost};
+use crate::auth::{Operator, WorkerHost};
 use crate::error::{ApiError, ApiResult};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -203,14 +203,16 @@ async fn report_state(
     }))
 }
 
-/// Drain a host: it finishes its current task and claims no more until released.
+/// Drain a host (operators only): it finishes its current task and claims no more until
+/// released.
 #[utoipa::path(post, path = "/api/v1/hosts/{id}/drain", tag = "workers",
     params(("id" = i64, Path, description = "host id")),
-    responses((status = 200, body = HostInventory), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_token" = [])))]
+    responses((status = 200, body = HostInventory), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 404, body = ErrorBody)),
+    security(("operator_token" = [])))]
 async fn drain(
     State(state): State<AppState>,
-    _user: ApiUser,
+    _operator: Operator,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<HostInventory>> {
     sqlx::query("UPDATE hosts SET drained_at = COALESCE(drained_at, now()) WHERE id = $1")
@@ -220,14 +222,16 @@ async fn drain(
     Ok(Json(load_one(&state.db, id).await?))
 }
 
-/// Release a drained or quarantined host: back to work, its failure streak cleared.
+/// Release a drained or quarantined host (operators only): back to work, its failure streak
+/// cleared.
 #[utoipa::path(post, path = "/api/v1/hosts/{id}/release", tag = "workers",
     params(("id" = i64, Path, description = "host id")),
-    responses((status = 200, body = HostInventory), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_token" = [])))]
+    responses((status = 200, body = HostInventory), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 404, body = ErrorBody)),
+    security(("operator_token" = [])))]
 async fn release(
     State(state): State<AppState>,
-    _user: ApiUser,
+    _operator: Operator,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<HostInventory>> {
     sqlx::query(

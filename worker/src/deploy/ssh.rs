@@ -27,11 +27,26 @@ const CONNECT_SECS: u64 = 5;
 /// Short remote commands (mkdir, uname, boot id, copies of small files).
 const COMMAND_SECS: u64 = 60;
 
+/// What `SshHost::prepare` leaves: the host runs the commit's kernel, or the run ended
+/// already (cancelled, or the commit's kernel did not boot).
+pub enum Prepared {
+    Ready(Booted),
+    Ended(Box<RunOutcome>),
+}
+
+/// The boot's part of the run's log and environment.
+pub struct Booted {
+    log: String,
+    method: String,
+}
+
 /// The test host, and which commit it is running.
 pub struct SshHost {
     cfg: SshConfig,
     target: String,
     booted_sha: Option<String>,
+    /// `uname -r` of the verified boot of `booted_sha`.
+    booted_release: Option<String>,
     power: Option<Box<dyn PowerDriver>>,
     /// The last power action and when, for the host's state.
     pub last_power_action: Option<String>,
@@ -48,6 +63,7 @@ impl SshHost {
             cfg: cfg.clone(),
             target,
             booted_sha: None,
+            booted_release: None,
             power,
             last_power_action: None,
         })
@@ -88,6 +104,7 @@ impl SshHost {
         }
         self.last_power_action = Some(format!("cycle ({})", driver.name()));
         self.booted_sha = None;
+        self.booted_release = None;
         self.wait_for_new_boot(old.unwrap_or(""), limit, cancel)
             .await
     }
@@ -224,6 +241,7 @@ impl SshHost {
     ) -> Result<Option<String>, DeployError> {
         let job = req.job;
         self.booted_sha = None;
+        self.booted_release = None;
         // The hooks run here.
         std::fs::create_dir_all(scratch)?;
         let kernel = super::artifact(
@@ -358,9 +376,11 @@ impl SshHost {
             return Ok(Some(format!("{} came back running {why}", self.target)));
         }
         self.booted_sha = Some(req.sha.to_string());
+        self.booted_release = running.kernel_release;
         Ok(None)
     }
 
+    /// One run: the boot when the host is not running the commit's kernel, then the job.
     pub async fn run(
         &mut self,
         req: &RunRequest<'_>,
@@ -368,7 +388,27 @@ impl SshHost {
         scratch: &Path,
         cancel: &mut watch::Receiver<bool>,
     ) -> Result<RunOutcome, DeployError> {
-        let job = req.job;
+        match self.prepare(req, rootfs_dir, scratch, cancel).await? {
+            Prepared::Ended(outcome) => Ok(*outcome),
+            Prepared::Ready(boot) => self.run_job(req, boot, cancel).await,
+        }
+    }
+
+    /// The kernel release the host is running, once a boot of the commit was verified.
+    pub fn running_kernel(&self) -> Option<&str> {
+        self.booted_release.as_deref()
+    }
+
+    /// Makes the host run the commit's kernel (a boot unless it already does). The worker
+    /// reports the host `booting` before this and `running` after it, so the inventory says
+    /// which of the two a slow step is.
+    pub async fn prepare(
+        &mut self,
+        req: &RunRequest<'_>,
+        rootfs_dir: Option<&Path>,
+        scratch: &Path,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<Prepared, DeployError> {
         let mut log = String::new();
         let mut method = "none".to_string();
         if self.booted_sha.as_deref() != Some(req.sha) {
@@ -376,24 +416,39 @@ impl SshHost {
                 .boot(req, rootfs_dir, scratch, &mut log, &mut method, cancel)
                 .await?;
             if *cancel.borrow() {
-                return Ok(RunOutcome {
+                return Ok(Prepared::Ended(Box::new(RunOutcome {
                     end: RunEnd::Cancelled,
                     log,
                     environment: Default::default(),
                     vm_end: None,
-                });
+                })));
             }
             if let Some(reason) = failed {
-                return Ok(RunOutcome {
+                return Ok(Prepared::Ended(Box::new(RunOutcome {
                     end: RunEnd::BootFailed(reason),
                     log,
                     environment: Default::default(),
                     vm_end: None,
-                });
+                })));
             }
         } else {
             method = "none (already running)".into();
         }
+        Ok(Prepared::Ready(Booted { log, method }))
+    }
+
+    /// Runs the job on a host that `prepare` left running the commit's kernel.
+    pub async fn run_job(
+        &mut self,
+        req: &RunRequest<'_>,
+        boot: Booted,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<RunOutcome, DeployError> {
+        let job = req.job;
+        let Booted {
+            mut log,
+            mut method,
+        } = boot;
         let dir = format!("{}/job", self.cfg.remote_dir);
         let q = guest::quote(&dir);
         self.must(&format!("rm -rf {q} && mkdir -p {q}"), None)
@@ -459,6 +514,7 @@ impl SshHost {
                     out.describe()
                 ));
                 self.booted_sha = None;
+                self.booted_release = None;
                 RunEnd::Ran {
                     ending: Ending::Signalled,
                     results: None,

@@ -8,6 +8,7 @@
 //! or does both (reset). Everything lives in a temporary directory; dropping the host stops
 //! ipmi_sim and the VM.
 
+use super::sshd::keygen;
 use perfbisect_worker::config::SshConfig;
 use perfbisect_worker::initramfs::CpioWriter;
 use std::io::Write;
@@ -72,15 +73,6 @@ fn which(name: &str) -> String {
         }
     }
     panic!("{name} is missing: apt-get install $(cat scripts/test-packages)");
-}
-
-fn keygen(path: &Path) {
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(path)
-        .status()
-        .expect("ssh-keygen (openssh-client)");
-    assert!(status.success());
 }
 
 /// The lab host's root filesystem (gzip-compressed cpio), authorising `client_pub`.

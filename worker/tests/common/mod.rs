@@ -74,3 +74,4 @@ pub fn debian_release() -> String {
     perfbisect_worker::initramfs::image_release(&debian_kernel()).expect("a bzImage header")
 }
 pub mod lab;
+pub mod sshd;
