@@ -232,7 +232,7 @@ impl UrlPolicy {
     /// Checks `url`; may resolve its host name (blocking: call off the async threads).
     pub fn check(&self, url: &str) -> Result<(), UrlRefused> {
         let t = target(url.trim())?;
-        if !self.config.schemes.iter().any(|s| *s == t.scheme) {
+        if !self.config.schemes.contains(&t.scheme) {
             return Err(UrlRefused::Scheme {
                 scheme: t.scheme,
                 allowed: self.config.schemes.join(", "),

@@ -254,13 +254,21 @@ async fn a_bisect_hands_back_queued_work_beyond_a_share_that_shrank() {
     let outstanding =
         "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running')";
     let a = submit(&f).await;
-    assert_eq!(count(&f, outstanding, a).await, 2, "alone it takes both hosts");
+    assert_eq!(
+        count(&f, outstanding, a).await,
+        2,
+        "alone it takes both hosts"
+    );
     // A second bisect joins: the first one's share is one host now, and nothing has started.
     let b = submit(&f).await;
     perfbisect_server::scheduler::advance(&f.state, a)
         .await
         .unwrap();
-    assert_eq!(count(&f, outstanding, a).await, 1, "kept more than its share");
+    assert_eq!(
+        count(&f, outstanding, a).await,
+        1,
+        "kept more than its share"
+    );
     assert_eq!(count(&f, outstanding, b).await, 1);
     let handed_back = "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state = 'cancelled'
                        AND message LIKE 'handed back unstarted%'";
