@@ -103,6 +103,11 @@ impl Mirrors {
         self
     }
 
+    /// Checks `url` against the URL policy alone (may resolve its host: blocking).
+    pub fn check_url(&self, url: &str) -> Result<(), crate::url_policy::UrlRefused> {
+        self.urls.check(url)
+    }
+
     /// Uses `auth` for every fetch from now on.
     pub fn with_auth(mut self, auth: perfbisect_gitfetch::GitAuth) -> Self {
         self.auth = auth;

@@ -56,7 +56,8 @@ async fn private_addresses_and_unlisted_schemes_are_refused_unless_allowed() {
     // Local paths are allowed by default (the `file` scheme).
     let repo = f.repo.display().to_string();
     let (s, v) = register(&f, "local", &repo).await;
-    assert_eq!(s, 201, "{v}");
+    assert_eq!(s, 202, "{v}");
+    common::wait_repository(&f.state, "local", "ready").await;
 
     // An operator that drops `file` refuses local paths too.
     f.state.mirrors = (f.state.mirrors.clone()).with_url_policy(UrlPolicy::new(UrlPolicyConfig {
@@ -95,12 +96,8 @@ async fn private_addresses_and_unlisted_schemes_are_refused_unless_allowed() {
     // (which then fails for its own reason: nothing listens there).
     f.state.mirrors = (f.state.mirrors.clone()).with_url_policy(UrlPolicy::allowing_private());
     let (s, v) = register(&f, "probe", "git://127.0.0.1:9/x.git").await;
-    assert_eq!(s, 422, "{v}");
-    assert!(
-        !v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("URL policy"),
-        "{v}"
-    );
+    assert_eq!(s, 202, "{v}");
+    let r = common::wait_repository(&f.state, "probe", "failed").await;
+    let reason = r["fetch_error"].as_str().unwrap();
+    assert!(!reason.contains("URL policy"), "{r}");
 }

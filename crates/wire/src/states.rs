@@ -46,8 +46,10 @@ macro_rules! text_enum {
 }
 
 text_enum!(
-    /// Where a bisect is: `queued → reproducing → searching → verifying →` one final status.
+    /// Where a bisect is: (`fetching →`) `queued → reproducing → searching → verifying →`
+    /// one final status. `fetching` waits for its repository's fetch, before its range exists.
     BisectStatus, "bisect status", {
+        Fetching => "fetching",
         Queued => "queued",
         Reproducing => "reproducing",
         Searching => "searching",
@@ -61,8 +63,10 @@ text_enum!(
 );
 
 impl BisectStatus {
-    /// The statuses of a bisect still being worked on.
+    /// The statuses of a bisect still being worked on. (A `fetching` one has no range yet, so
+    /// it takes no hosts: the scheduler's `store::ACTIVE_STATUSES` leaves it out.)
     pub const ACTIVE: &'static [BisectStatus] = &[
+        BisectStatus::Fetching,
         BisectStatus::Queued,
         BisectStatus::Reproducing,
         BisectStatus::Searching,

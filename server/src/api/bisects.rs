@@ -170,6 +170,8 @@ pub(crate) async fn submit(
             format!("no repository named `{}` is registered", req.repository),
         )
     })?;
+    // A repository registered under an older, looser policy is not fetched again.
+    crate::url_policy::check_for_request(&state.mirrors, &url, "repository").await?;
     let phase = std::time::Instant::now();
     let resolution = match repo_state.as_str() {
         "failed" => {

@@ -91,6 +91,9 @@ async fn create_repository(
     // Before anything is stored: a password in the URL would reach the database.
     perfbisect_gitfetch::check_url(&req.url)
         .map_err(|e| ApiError::unprocessable("url", e.to_string()))?;
+    // Refused before anything is stored or fetched; the fetch checks again (a name may
+    // resolve elsewhere by then).
+    crate::url_policy::check_for_request(&state.mirrors, &req.url, "url").await?;
     let existing: Option<RepoRow> = sqlx::query_as("SELECT * FROM repositories WHERE name = $1")
         .bind(&req.name)
         .fetch_optional(&state.db)
