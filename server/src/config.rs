@@ -79,8 +79,10 @@ pub struct ServerConfig {
     pub tls_key: Option<PathBuf>,
     /// A connection must send a request's headers within this many seconds, or it is
     /// closed (slow or silent clients cannot hold connections open).
+    /// At least 10 s: perfbisect's clients drop idle connections after 5 s, before the server
+    /// would close them under a request.
     #[arg(long, env = "PERFBISECT_HEADER_READ_TIMEOUT_SECS", default_value_t = 20,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(10..))]
     pub header_read_timeout_secs: u64,
 }
 

@@ -29,7 +29,11 @@ pub fn install_provider() {
 /// A client builder that also trusts the certificates in `ca_file` (PEM), if given.
 pub fn client_builder(ca_file: Option<&Path>) -> Result<reqwest::ClientBuilder, TlsError> {
     install_provider();
-    let mut b = reqwest::Client::builder();
+    // The server closes a kept-alive connection that sends no request for its header-read
+    // timeout (20 s by default, against slowloris). A pooled connection reused just as the
+    // server closes it fails the request (`IncompleteMessage`), so idle connections are
+    // dropped here well before that.
+    let mut b = reqwest::Client::builder().pool_idle_timeout(std::time::Duration::from_secs(5));
     if let Some(path) = ca_file {
         let shown = path.display().to_string();
         let pem = std::fs::read(path).map_err(|source| TlsError::Read {
