@@ -134,12 +134,21 @@ async fn host_until(
     pred: impl Fn(&Value) -> bool,
     also: impl Fn(&[Value]),
 ) -> Value {
-    eventually(what, limit, || async {
+    let start = std::time::Instant::now();
+    loop {
         let all = inventory(lab).await;
         also(&all);
-        all.into_iter().find(|h| h["name"] == name && pred(h))
-    })
-    .await
+        if let Some(h) = all.iter().find(|h| h["name"] == name && pred(h)) {
+            return h.clone();
+        }
+        // What the host's worker saw says why, when it never gets there.
+        assert!(
+            start.elapsed() < limit,
+            "{what}: not within {limit:?}\ninventory: {all:#?}\nworker {name}:\n{}",
+            lab.log(name)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `POST /api/v1/hosts/{id}/{action}` with `token`: the status and the body.

@@ -437,6 +437,25 @@ impl SshHost {
         Ok(Prepared::Ready(Booted { log, method }))
     }
 
+    /// Writes the job's files into a fresh `dir` on the host.
+    async fn stage_job(&self, req: &RunRequest<'_>, dir: &str) -> Result<(), DeployError> {
+        let q = guest::quote(dir);
+        self.must(&format!("rm -rf {q} && mkdir -p {q}"), None)
+            .await?;
+        for (name, text) in [
+            ("bench", guest::BENCH_SH.to_string()),
+            ("env", guest::env_file(&req.env, req.job)),
+            ("run", format!("{}\n", req.job.run.command)),
+        ] {
+            self.must(
+                &format!("cat > {}", guest::quote(&format!("{dir}/{name}"))),
+                Some(text.into_bytes()),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// Runs the job on a host that `prepare` left running the commit's kernel.
     pub async fn run_job(
         &mut self,
@@ -451,18 +470,31 @@ impl SshHost {
         } = boot;
         let dir = format!("{}/job", self.cfg.remote_dir);
         let q = guest::quote(&dir);
-        self.must(&format!("rm -rf {q} && mkdir -p {q}"), None)
-            .await?;
-        for (name, text) in [
-            ("bench", guest::BENCH_SH.to_string()),
-            ("env", guest::env_file(&req.env, job)),
-            ("run", format!("{}\n", job.run.command)),
-        ] {
-            self.must(
-                &format!("cat > {}", guest::quote(&format!("{dir}/{name}"))),
-                Some(text.into_bytes()),
-            )
-            .await?;
+        if let Err(e) = self.stage_job(req, &dir).await {
+            // The host stopped answering between its boot and the run (hung, crashed): the
+            // run is lost, but the host is brought back for the next one, as after a run.
+            if !matches!(e, DeployError::HostDown(_))
+                || !self
+                    .recover(Duration::from_secs(job.timeouts.boot_secs), &mut log, cancel)
+                    .await?
+            {
+                return Err(e);
+            }
+            log.push_str(&format!("\nperfbisect: the run did not start: {e}\n"));
+            let environment = perfbisect_wire::worker::RunEnvironment {
+                boot_method: Some(format!("{method}; power_cycle before the run")),
+                host: Some(self.target.clone()),
+                ..Default::default()
+            };
+            return Ok(RunOutcome {
+                end: RunEnd::Ran {
+                    ending: Ending::Signalled,
+                    results: None,
+                },
+                log,
+                environment,
+                vm_end: None,
+            });
         }
         // sshd makes the remote shell a session (and process group) leader: its pid names
         // the group to kill.
