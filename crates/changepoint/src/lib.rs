@@ -14,8 +14,10 @@
 //! - each value is winsorised at [`Config::clip`] scales from the window's median before it
 //!   enters a mean, so one outlier can add at most that much to a side: with three heads
 //!   required after a split, one wild head is never a change;
-//! - the best split's two-sided p-value is multiplied by the number of splits tried
-//!   (Bonferroni), and a change is declared when it is below [`Config::alpha`];
+//! - each split's two-sided p-value is adjusted by a weighted Bonferroni that gives the split
+//!   with `m` heads after it a share of the budget proportional to `1/m` (a fresh change,
+//!   seen by few heads, gets the largest share); a change is declared when the smallest
+//!   adjusted p-value is below [`Config::alpha`], so at most `alpha` false alarms per head;
 //! - the change is then placed at the split where each side fits its own level best
 //!   (winsorised around its own median), so a large step is cut at its first head even when
 //!   the head before it leans the new way.
@@ -52,7 +54,7 @@ pub struct Change {
     /// The test's standardised difference of the two sides at its best split (winsorised
     /// values, robust scale), signed like `after - before`.
     pub z: f64,
-    /// The Bonferroni-adjusted two-sided p-value of the best split.
+    /// The (weighted) Bonferroni-adjusted two-sided p-value of the best split.
     pub p_value: f64,
 }
 
