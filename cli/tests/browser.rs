@@ -465,6 +465,22 @@ async fn a_watch_made_and_changed_through_its_form_charts_its_change_points() {
     fill(c, "#w-sample", "1").await;
     fill(c, "#w-backfill", "5").await;
     fill(c, "#w-recipients", "team@example.org, lead@example.org").await;
+    // A refused value first: the API's message lands next to its field, which is marked
+    // invalid, and nothing is stored.
+    fill(c, "#w-runs", "0").await;
+    click(c, "#watch-form button[type=submit]").await;
+    let message = wait_text(c, "#w-runs-error").await;
+    assert!(message.contains("between 1 and 100"), "{message}");
+    assert_eq!(
+        attr_of(c, "#w-runs", "aria-invalid").await.as_deref(),
+        Some("true")
+    );
+    assert_eq!(text_of(c, "#w-name-error").await, "", "only the bad field");
+    assert_eq!(text_of(c, "#form-error").await, "");
+    assert_eq!(c.current_url().await.unwrap().path(), "/watches");
+    assert!(lab.api.watches().await.unwrap().is_empty());
+    browser.screenshots("watch-new-error").await;
+    fill(c, "#w-runs", "3").await;
     browser.screenshots("watch-new").await;
     click(c, "#watch-form button[type=submit]").await;
     let id = wait_js(
@@ -494,6 +510,19 @@ async fn a_watch_made_and_changed_through_its_form_charts_its_change_points() {
         (3, 3600, 1, 5)
     );
     assert_eq!(w.recipients, vec!["team@example.org", "lead@example.org"]);
+    // And the watches page lists it, linked to its page.
+    c.goto(&lab.url("/watches")).await.unwrap();
+    let row = text_of(c, &format!("tr[data-watch=\"{id}\"]")).await;
+    assert!(
+        row.contains("nightly") && row.contains("watched") && row.contains("main"),
+        "{row}"
+    );
+    assert_eq!(
+        attr_of(c, &format!("tr[data-watch=\"{id}\"] a"), "href")
+            .await
+            .as_deref(),
+        Some(format!("/watches/{id}").as_str())
+    );
 
     // The server's first poll finds the head and 5 ancestors; the pushes come by webhook.
     let start = Instant::now();
@@ -576,9 +605,24 @@ async fn a_watch_made_and_changed_through_its_form_charts_its_change_points() {
     c.goto(&lab.url(&format!("/watches/{id}"))).await.unwrap();
     fill(c, "#w-runs", "0").await;
     click(c, "#watch-form button[type=submit]").await;
-    let message = wait_text(c, "#form-error").await;
-    assert!(message.contains("runs_per_head"), "{message}");
+    let message = wait_text(c, "#w-runs-error").await;
+    assert!(message.contains("between 1 and 100"), "{message}");
     assert_eq!(lab.api.watch(id).await.unwrap().runs_per_head, 3);
+    // A refusal inside a list names the entry, next to the whole list's field.
+    fill(c, "#w-runs", "3").await;
+    fill(c, "#w-metrics", &format!("{} sideways 3", example::METRIC)).await;
+    click(c, "#watch-form button[type=submit]").await;
+    let message = wait_text(c, "#w-metrics-error").await;
+    assert!(message.starts_with("metrics[0].direction: "), "{message}");
+    assert_eq!(
+        text_of(c, "#w-runs-error").await,
+        "",
+        "the old error is gone"
+    );
+    assert_eq!(
+        lab.api.watch(id).await.unwrap().metrics[0].direction,
+        "either"
+    );
     c.execute("window.notReloaded = true;", vec![])
         .await
         .unwrap();

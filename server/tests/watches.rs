@@ -42,8 +42,38 @@ async fn worker(f: &Fixture) -> String {
     reg["token"].as_str().unwrap().to_string()
 }
 
+/// Waits until the server has done what finished tasks call for: a task's completion
+/// answers at once and analyses the watch's series in the background, then opens the
+/// bisects of the changes found. Every series analysed up to its last commit, and no change
+/// waiting for its bisect.
+async fn settle(f: &Fixture) {
+    let start = std::time::Instant::now();
+    loop {
+        let settled: bool = sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM watch_series s
+                     WHERE s.analyzed_seq >= (SELECT max(h.seq) FROM watch_heads h
+                                              WHERE h.watch_id = s.watch_id AND h.ref_name = s.ref_name))
+                  = (SELECT coalesce(sum(json_array_length(metrics::json)), 0) FROM watches)
+               AND NOT EXISTS (SELECT 1 FROM watch_changes
+                               WHERE action = 'bisecting' AND bisect_id IS NULL)",
+        )
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+        if settled {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the analysis after the last tasks never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Measures every queued watch task (bisect tasks are left alone): each run reports both
-/// metrics at the commit's level. Returns the shas measured.
+/// metrics at the commit's level, then waits for the analysis they start ([`settle`]).
+/// Returns the shas measured.
 async fn measure_all(f: &Fixture, wt: &str, subjects: &dyn Fn(&str) -> usize) -> Vec<String> {
     let mut done = Vec::new();
     loop {
@@ -54,6 +84,7 @@ async fn measure_all(f: &Fixture, wt: &str, subjects: &dyn Fn(&str) -> usize) ->
         .await
         .unwrap();
         if pending.is_none() {
+            settle(f).await;
             return done;
         }
         let (s, task) = call(

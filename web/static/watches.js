@@ -22,9 +22,31 @@
     });
   }
 
+  function clearErrors() {
+    errorBox.textContent = '';
+    form.querySelectorAll('.field-error').forEach(function (p) { p.textContent = ''; });
+    form.querySelectorAll('[aria-invalid]').forEach(function (el) { el.removeAttribute('aria-invalid'); });
+  }
+
+  // The API names the field it refused (`runs_per_head`, `metrics[0].direction`,
+  // `job.testcase`): the message goes next to the control of that name, which is marked
+  // invalid and focused. A refusal no control answers to goes to the box above the form.
+  function showError(status, field, message) {
+    var name = field ? field.split(/[.[]/)[0] : '';
+    var control = name && form.elements[name];
+    var slot = control && control.id && document.getElementById(control.id + '-error');
+    if (!slot) {
+      errorBox.textContent = status + ': ' + (field ? field + ': ' : '') + message;
+      return;
+    }
+    slot.textContent = (field !== name ? field + ': ' : '') + message;
+    control.setAttribute('aria-invalid', 'true');
+    control.focus();
+  }
+
   form.addEventListener('submit', function (ev) {
     ev.preventDefault();
-    errorBox.textContent = '';
+    clearErrors();
     var body = {};
     Array.prototype.forEach.call(form.elements, function (el) {
       if (!el.name) { return; }
@@ -47,12 +69,14 @@
           });
         }
         return resp.text().then(function (text) {
+          var field = '';
           var msg = text;
           try {
             var e = JSON.parse(text).error;
-            msg = (e.field ? e.field + ': ' : '') + e.message;
+            field = e.field || '';
+            msg = e.message;
           } catch (x) { /* not JSON */ }
-          errorBox.textContent = resp.status + ': ' + msg;
+          showError(resp.status, field, msg);
         });
       })
       .catch(function (err) { errorBox.textContent = String(err); });

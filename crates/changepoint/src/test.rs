@@ -21,11 +21,12 @@ pub struct Config {
     /// move the mean after a split far enough to be significant.
     pub min_after: usize,
     /// Most heads after a split that are tried: a change older than this would have been
-    /// found already, and fewer splits tried means a smaller Bonferroni factor.
+    /// found already, and fewer splits tried leaves more of `alpha` to each.
     pub max_after: usize,
     /// Values are winsorised at the window's median ± `clip` noise scales.
     pub clip: f64,
-    /// Largest Bonferroni-adjusted p-value declared a change: about the false alarms per head.
+    /// Largest adjusted p-value (weighted Bonferroni over the splits tried) declared a
+    /// change: a bound on the false alarms per head.
     pub alpha: f64,
     /// Floor on the noise scale, relative to the level: keeps a perfectly steady series (a
     /// deterministic benchmark) from turning a rounding difference into a change.
@@ -90,7 +91,17 @@ pub fn detect(config: &Config, values: &[f64], segment_start: usize) -> Option<C
         .max(1)
         .max(len.saturating_sub(config.max_after.max(config.min_after)));
     let last = len - config.min_after.max(1);
-    let mut best: Option<(usize, f64)> = None;
+    // The scale is an estimate: a Student t with the degrees of freedom the successive
+    // differences are worth keeps a young series, whose scale rests on a few differences,
+    // from alarming more often than an old one.
+    let df = (SCALE_EFFICIENCY * diffs as f64).max(1.0);
+    let t = StudentsT::new(0.0, 1.0, df).ok()?;
+    // Weighted Bonferroni: the split with `m` heads after it gets a share `(1/m) / H` of
+    // alpha (H the sum of 1/m over the splits tried). A recent change, seen by few heads,
+    // needs every bit of the budget; an older one has had more heads to grow its z (√m), so
+    // its smaller share costs it little. The union bound still holds: at most alpha per head.
+    let harmonic: f64 = (first..=last).map(|tau| 1.0 / (len - tau) as f64).sum();
+    let mut best: Option<(usize, f64, f64)> = None;
     for tau in first..=last {
         let (k, m) = (tau as f64, (len - tau) as f64);
         let (Some(before), Some(after)) = (
@@ -100,20 +111,14 @@ pub fn detect(config: &Config, values: &[f64], segment_start: usize) -> Option<C
             continue;
         };
         let z = (after - before) / (scale * (1.0 / k + 1.0 / m).sqrt());
-        if best.is_none_or(|(_, b)| z.abs() > b.abs()) {
-            best = Some((tau, z));
+        let adjusted = 2.0 * t.sf(z.abs()) * m * harmonic;
+        // Far in the tail the p-values underflow to 0: the larger z wins.
+        if best.is_none_or(|(_, b, bz)| adjusted < b || (adjusted == b && z.abs() > bz.abs())) {
+            best = Some((tau, adjusted, z));
         }
     }
-    let (best_tau, z) = best?;
-    let tries = (last - first + 1) as f64;
-    // The scale is an estimate: a Student t with the degrees of freedom the successive
-    // differences are worth keeps a young series, whose scale rests on a few differences,
-    // from alarming more often than an old one.
-    let df = (SCALE_EFFICIENCY * diffs as f64).max(1.0);
-    let p_value = match StudentsT::new(0.0, 1.0, df) {
-        Ok(t) => (2.0 * t.sf(z.abs()) * tries).min(1.0),
-        Err(_) => 1.0,
-    };
+    let (best_tau, adjusted, z) = best?;
+    let p_value = adjusted.min(1.0);
     if p_value >= config.alpha {
         return None;
     }
