@@ -131,33 +131,6 @@ async fn measure_all(f: &Fixture, wt: &str, subjects: &dyn Fn(&str) -> usize) ->
     }
 }
 
-/// Analysis runs after a watch task completes, off the request's path: waits until each of
-/// the `series` has analysed every head measured, and every change to bisect has been
-/// handled (its bisect opened, or marked duplicate or failed).
-async fn settled(f: &Fixture, series: i64) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let (ready, behind, unopened): (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM watch_series),
-                    (SELECT count(*) FROM watch_series s
-                     WHERE s.analyzed_seq < (SELECT coalesce(max(h.seq), -1) FROM watch_heads h
-                                             WHERE h.watch_id = s.watch_id AND h.ref_name = s.ref_name)),
-                    (SELECT count(*) FROM watch_changes WHERE action = 'bisecting' AND bisect_id IS NULL)",
-        )
-        .fetch_one(&f.state.db)
-        .await
-        .unwrap();
-        if ready >= series && behind == 0 && unopened == 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "analysis never caught up: {ready} series, {behind} behind, {unopened} unopened"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 fn commit(repo: &std::path::Path, i: usize) -> String {
     std::fs::write(repo.join("f"), format!("{i}\n")).unwrap();
     git(repo, &["commit", "-q", "-am", &format!("c{i}")]);
@@ -340,7 +313,6 @@ async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
     }
     let idx = index_of(&shas);
     measure_all(&f, &wt, &idx).await;
-    settled(&f, 3).await;
     // Pushes one commit at a time: each head measured in turn.
     let mut repo_head = 5;
     let mut found = None;
@@ -364,8 +336,7 @@ async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
             assert_eq!(polled["queued"], json!([shas[repo_head - 1]]));
         }
         measure_all(&f, &wt, &idx).await;
-        settled(&f, 3).await;
-        let (_, changes) = call(&f, "GET", "/api/v1/changes", None, None).await;
+            let (_, changes) = call(&f, "GET", "/api/v1/changes", None, None).await;
         if !changes.as_array().unwrap().is_empty() {
             found = Some((repo_head, changes));
             break;
