@@ -5,6 +5,7 @@
 //! bisect-sim --list                                                  list the standard cells
 //! bisect-sim --cell 'n=1000 shape=merges cv=0.02 noise=t3 w=8 conf=0.99 engine=bayes ...'
 //! bisect-sim --cell '...' --trace SEED                              one trial, every decision
+//! bisect-sim ... --phases                         also mean runs by phase under each row
 //! bisect-sim --bench [--n 100000] [--w 8]                            engine speed on a big DAG
 //! ```
 //! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
@@ -322,6 +323,7 @@ struct One {
     machine: f64,
     rounds: u32,
     stalled: bool,
+    phase_runs: [u32; 5],
 }
 
 struct Row {
@@ -341,6 +343,8 @@ struct Row {
     mean_rounds: f64,
     stalls: usize,
     secs: f64,
+    /// Mean runs by what asked for them (see `Trial::phase_runs`).
+    phases: [f64; 5],
 }
 
 fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
@@ -391,6 +395,7 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                 machine: trial.machine,
                                 rounds: trial.rounds,
                                 stalled: trial.stalled,
+                                phase_runs: trial.phase_runs,
                             }
                         })
                         .collect::<Vec<_>>()
@@ -426,6 +431,9 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
         mean_rounds: rounds.iter().map(|&x| x as f64).sum::<f64>() / k,
         stalls: results.iter().filter(|r| r.stalled).count(),
         secs: start.elapsed().as_secs_f64(),
+        phases: std::array::from_fn(|i| {
+            results.iter().map(|r| r.phase_runs[i] as f64).sum::<f64>() / k
+        }),
     }
 }
 
@@ -582,6 +590,7 @@ fn main() {
     let mut bench_mode = false;
     let mut list = false;
     let mut trace: Option<u64> = None;
+    let mut phases = false;
     let (mut bench_n, mut bench_w) = (100_000, 8);
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -599,13 +608,14 @@ fn main() {
             "--n" => bench_n = val().parse().expect("--n N"),
             "--w" => bench_w = val().parse().expect("--w W"),
             "--list" => list = true,
+            "--phases" => phases = true,
             "--trace" => trace = Some(val().parse::<u64>().expect("--trace SEED")),
             "-h" | "--help" => {
                 println!(
                     "{}",
                     include_str!("bisect-sim.rs")
                         .lines()
-                        .take(13)
+                        .take(14)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -657,5 +667,12 @@ fn main() {
     for cell in &cells {
         let row = run_cell(cell, trials, threads);
         print_row(&row);
+        if phases {
+            let p = row.phases;
+            println!(
+                "|   runs by phase: reproducing {:.1}, searching at endpoints {:.1}, searching elsewhere {:.1}, verification couples {:.1}, predictive check's search {:.1}",
+                p[0], p[1], p[2], p[3], p[4]
+            );
+        }
     }
 }
