@@ -71,6 +71,12 @@ const SIDE_CLEAR: f64 = 0.5;
 /// Second steps whose conditional fit is computed to see whether the
 /// first change point survives them.
 const SURVIVAL_TERMS: usize = 12;
+/// Prior probability that a verified step is only part of the range's change (its parent
+/// already partly changed: two changed lines meeting at a merge, or a change below it).
+const PARTIAL_PRIOR: f64 = 0.2;
+/// Above this probability of "only part of the change", `Found` waits for more runs at the
+/// good endpoint and the parent.
+const PARTIAL_DOUBT: f64 = 0.5;
 /// The engine's measured overhead over the information bound, for predictions.
 const PREDICT_OVERHEAD: f64 = 2.5;
 /// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
@@ -945,6 +951,48 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
     (good != 0.0).then(|| (above - below) / good.abs())
 }
 
+/// Probability that `k`'s step is only part of the range's change, and the parent that says
+/// so most: under one step, every parent of k sits at the good level; the alternative puts a
+/// parent at good + f·(bad − good), f uniform on (0, 1). Each measured parent against the
+/// good endpoint's samples, with the bisect's noise; prior [`PARTIAL_PRIOR`].
+fn partial_parent(graph: &CandidateGraph, ev: &Evidence, k: usize, b: &Belief) -> (f64, Point) {
+    let (Some(good), Some(bad)) = (
+        mean(ev.at(Point::Good)),
+        mean(ev.at(Point::Candidate(graph.bad()))),
+    ) else {
+        return (0.0, Point::Good);
+    };
+    let n_good = ev.at(Point::Good).iter().filter(|x| x.is_finite()).count() as f64;
+    let sigma = b.noise * good.abs();
+    let delta = bad - good;
+    if sigma <= 0.0 || !sigma.is_finite() || delta == 0.0 {
+        return (0.0, Point::Good);
+    }
+    let mut best = (0.0, Point::Good);
+    for &p in graph.parents(k) {
+        let point = Point::Candidate(p);
+        let v = ev.at(point);
+        let Some(m) = mean(v) else { continue };
+        let n_p = v.iter().filter(|x| x.is_finite()).count() as f64;
+        let se = sigma * (1.0 / n_p + 1.0 / n_good.max(1.0)).sqrt();
+        let x = m - good;
+        // Bayes factor of "partial" against "at the good level", on a grid of f.
+        let steps = 64;
+        let log0 = -(x / se).powi(2) / 2.0;
+        let log_alt = log_sum_exp((0..steps).map(|i| {
+            let f = (i as f64 + 0.5) / steps as f64;
+            -((x - f * delta) / se).powi(2) / 2.0 - (steps as f64).ln()
+        }));
+        let log_bf = log_alt - log0;
+        let odds = PARTIAL_PRIOR / (1.0 - PARTIAL_PRIOR) * log_bf.min(700.0).exp();
+        let post = odds / (1.0 + odds);
+        if post > best.0 {
+            best = (post, point);
+        }
+    }
+    best
+}
+
 /// Quantile proposals over a belief's culprit mass: `slots` commits at i/(slots+1), pending
 /// measurements covering their quantile, preferring built commits when a build is dear.
 #[expect(
@@ -1384,7 +1432,14 @@ fn decide_with(
                 survives += p2 * at_k;
             }
             let holds = survives >= conf;
-            if second.no_change >= SIDE_CLEAR && holds {
+            // One step at k puts k's parents at the good level. A parent measured between
+            // the two levels (two changed lines meeting at a merge, another change below)
+            // means k's step is only part of the range's change, so k alone is not the
+            // answer: the good level and that parent are measured again, and the search
+            // goes on where a further step would be.
+            let (p_partial, worst) = partial_parent(graph, ev, k, b);
+            let partial_ok = p_partial <= PARTIAL_DOUBT;
+            if second.no_change >= SIDE_CLEAR && holds && partial_ok {
                 findings.changes = vec![one_step()];
                 return Decision::Done(Outcome::Found {
                     culprit: k,
@@ -1409,11 +1464,20 @@ fn decide_with(
                 // Unsure whether another step exists (search for it where it would be), or
                 // sure enough but k does not survive it (search where the first step would
                 // then be).
-                let doubt = if second.no_change >= SIDE_CLEAR {
+                let doubt = if second.no_change >= SIDE_CLEAR && partial_ok {
                     &first
                 } else {
                     &second
                 };
+                if !partial_ok {
+                    let mut order = [Point::Good, worst];
+                    order.sort_by_key(|&p| n_end(p));
+                    for p in order {
+                        if pending_at(p) == 0 && requests.len() < idle {
+                            requests.push(Request::new(p, runs.max(2)));
+                        }
+                    }
+                }
                 proposals(doubt, &mut requests);
                 let (parent, _) = verification(graph, ev, k);
                 if requests.is_empty()
@@ -1436,7 +1500,7 @@ fn decide_with(
                             phase: Phase::Verifying,
                         };
                     }
-                    if holds {
+                    if holds && partial_ok {
                         findings.changes = vec![one_step()];
                         return Decision::Done(Outcome::Found {
                             culprit: k,
@@ -1446,10 +1510,11 @@ fn decide_with(
                     return run_out(", and a second change would move the first");
                 }
                 let why = format!(
-                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}; {}",
+                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}, P(its parent already partly changed) {:.3}; {}",
                     short(graph, k),
                     second.no_change,
                     survives,
+                    p_partial,
                     describe(graph, b)
                 );
                 return measure(Phase::Verifying, requests, why);
