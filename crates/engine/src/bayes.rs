@@ -57,6 +57,9 @@ const VERIFY_START: f64 = 10.0;
 const VERIFY_ALPHA: f64 = 0.1;
 /// Scale of the normal prior on the standardised effect in the verification's e-value.
 const VERIFY_TAU: f64 = 1.0;
+/// Bounds on the known-noise mixture's prior scale when it follows the measured step.
+const VERIFY_TAU_MIN: f64 = 0.2;
+const VERIFY_TAU_MAX: f64 = 3.0;
 /// Verification gives up after this many times the expected pairs.
 const VERIFY_MAX_FACTOR: usize = 8;
 /// An endpoint holds enough samples once its level is known to 1/this of the change... in
@@ -737,7 +740,20 @@ fn verify_pairs(b: &Belief) -> usize {
 /// "Safe Testing", 2024), so it may be checked after every couple: the chance that it ever
 /// reaches 1/α when the commit did not move the metric is at most α. Only a mean in the
 /// direction of `sign` counts, which keeps the bound (it is a subset of the same event).
+#[cfg(test)]
 pub(crate) fn paired_e(pairs: &[(f64, f64)], sign: f64, noise: Option<f64>) -> f64 {
+    paired_e_expecting(pairs, sign, noise, None)
+}
+
+/// [`paired_e`] with the size of the step the bisect measured (metric units), which sets
+/// the scale of the known-noise mixture's prior (a prior fixed before these couples are
+/// looked at, like the noise, so the bound holds as far as they are known).
+pub(crate) fn paired_e_expecting(
+    pairs: &[(f64, f64)],
+    sign: f64,
+    noise: Option<f64>,
+    effect: Option<f64>,
+) -> f64 {
     let d: Vec<f64> = pairs
         .iter()
         .map(|(a, b)| sign * (a - b))
@@ -777,9 +793,19 @@ pub(crate) fn paired_e(pairs: &[(f64, f64)], sign: f64, noise: Option<f64>) -> f
         return (e_t + e_s) / 2.0;
     };
     let sd = sigma * std::f64::consts::SQRT_2;
-    let s2 = (nf * mean / sd).powi(2);
-    let log_z = -0.5 * (1.0 + g).ln() + s2 * VERIFY_TAU * VERIFY_TAU / (2.0 * (1.0 + g));
-    (e_t + log_z.min(700.0).exp() + e_s) / 3.0
+    let sum = nf * mean / sd;
+    // The prior's scale: the measured step in couple-difference units, when known.
+    let tau = effect
+        .map(|x| (x.abs() / sd).clamp(VERIFY_TAU_MIN, VERIFY_TAU_MAX))
+        .filter(|t| t.is_finite())
+        .unwrap_or(VERIFY_TAU);
+    let g = nf * tau * tau;
+    let log_z = -0.5 * (1.0 + g).ln() + sum * sum * tau * tau / (2.0 * (1.0 + g));
+    // The direction is known, so the mixture is over effects of that sign only (a half-normal
+    // prior): the symmetric mixture times 2·Φ(S·τ/√(1 + nτ²)), still a test martingale.
+    let half =
+        statrs::function::erf::erfc(-sum * tau / (1.0 + g).sqrt() / std::f64::consts::SQRT_2);
+    (e_t + (log_z.min(700.0).exp() * half) + e_s) / 3.0
 }
 
 /// The sign test's e-value: 2ⁿ · 2 ∫_{1/2}^{1} pᵏ (1 − p)ⁿ⁻ᵏ dp for k positive differences
@@ -1344,7 +1370,12 @@ fn decide_with(
     } else if pk >= verify_from {
         let (parent, pairs) = verification(graph, ev, k);
         let need = verify_pairs(b);
-        let e = paired_e(pairs, b.change.signum(), Some(b.noise * level_of_good(ev)));
+        let e = paired_e_expecting(
+            pairs,
+            b.change.signum(),
+            Some(b.noise * level_of_good(ev)),
+            Some(b.change * level_of_good(ev)),
+        );
         findings.verification_evalue = Some(e);
         let verdict = format!(
             "{} pairs against {}: e-value {:.3} (passes at {:.0})",
@@ -1529,10 +1560,11 @@ fn decide_with(
             for (c, bl) in &pair {
                 let (c, pc) = (*c, bl.ranked.first().map_or(0.0, |t| t.1));
                 let (parent, cpairs) = verification(graph, ev, c);
-                let ec = paired_e(
+                let ec = paired_e_expecting(
                     cpairs,
                     bl.change.signum(),
                     Some(bl.noise * level_of_good(ev)),
+                    Some(bl.change * level_of_good(ev)),
                 );
                 let ok = pc >= conf && cpairs.len() >= 3 && ec >= 1.0 / VERIFY_ALPHA;
                 settled &= ok;
@@ -1756,6 +1788,25 @@ mod tests {
         }
         let rate = crossed as f64 / trials as f64;
         assert!(rate <= VERIFY_ALPHA, "crossed on {rate}");
+        // The same with the prior's scale set from a measured step (one-sided, half-normal).
+        for effect in [0.3, 1.0, 3.0] {
+            let mut crossed = 0;
+            for _ in 0..trials {
+                let mut pairs = Vec::new();
+                for _ in 0..60 {
+                    let a: f64 = StandardNormal.sample(&mut rng);
+                    let b: f64 = StandardNormal.sample(&mut rng);
+                    pairs.push((100.0 + a, 100.0 + b));
+                    let e = paired_e_expecting(&pairs, 1.0, Some(1.0), Some(effect));
+                    if pairs.len() >= 3 && e >= 1.0 / VERIFY_ALPHA {
+                        crossed += 1;
+                        break;
+                    }
+                }
+            }
+            let rate = crossed as f64 / trials as f64;
+            assert!(rate <= VERIFY_ALPHA, "effect {effect}: crossed on {rate}");
+        }
     }
 
     #[test]

@@ -295,7 +295,8 @@ pub fn run_trial_observed(
             } => {
                 rounds += 1;
                 for r in &requests {
-                    let endpoint = r.point == Point::Good || r.point == Point::Candidate(world.graph.bad());
+                    let endpoint =
+                        r.point == Point::Good || r.point == Point::Candidate(world.graph.bad());
                     let bucket = match (phase, r.pair_with.is_some(), endpoint) {
                         (crate::decide::Phase::Reproducing, _, _) => 0,
                         (_, true, _) => 3,
@@ -367,7 +368,7 @@ pub fn run_trial_observed(
                 stalled: true,
                 builds: built.len() as u32,
                 machine: machine(runs, &built),
-                    phase_runs,
+                phase_runs,
             };
         }
     }
