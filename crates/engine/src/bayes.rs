@@ -72,14 +72,14 @@ const MISFIT: f64 = 0.02;
 /// A side whose "no change" is at least this is taken as clean; between, it is measured more.
 const SIDE_CLEAR: f64 = 0.5;
 /// Second steps whose conditional fit is computed to see whether the
-/// first change point survives them.
+/// first change point survives them (the rest count as the worst of these).
 const SURVIVAL_TERMS: usize = 12;
 /// Prior probability that a verified step is only part of the range's change (its parent
 /// already partly changed: two changed lines meeting at a merge, or a change below it).
 const PARTIAL_PRIOR: f64 = 0.2;
 /// Above this probability of "only part of the change", `Found` waits for more runs at the
 /// good endpoint and the parent.
-const PARTIAL_DOUBT: f64 = 0.5;
+const PARTIAL_DOUBT: f64 = 0.2;
 /// The engine's measured overhead over the information bound, for predictions.
 const PREDICT_OVERHEAD: f64 = 2.5;
 /// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
@@ -106,6 +106,9 @@ pub(crate) struct Belief {
     pub ranked: Vec<(usize, f64)>,
     /// Per candidate, which measured points descend from it (an id: equal ids, equal sets).
     pub signature: Vec<u32>,
+    /// Per measured point: its mean (relative to the median of all samples, host drift and
+    /// warm-up removed) and its number of samples.
+    pub means: HashMap<Point, (f64, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -431,6 +434,12 @@ pub(crate) fn belief(
         .collect();
     // Host drift, fitted within re-measured points, is taken out first.
     let zs = crate::drift::detrend(ev, &points, zs);
+    let means: HashMap<Point, (f64, f64)> = points
+        .iter()
+        .zip(&zs)
+        .filter(|(_, z)| !z.is_empty())
+        .map(|(&p, z)| (p, (z.iter().sum::<f64>() / z.len() as f64, z.len() as f64)))
+        .collect();
     let good_i = points.iter().position(|&p| p == Point::Good);
     let bad_i = points
         .iter()
@@ -627,6 +636,7 @@ pub(crate) fn belief(
         tail,
         ranked,
         signature: sig_of,
+        means,
     }
 }
 
@@ -981,15 +991,16 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
 /// so most: under one step, every parent of k sits at the good level; the alternative puts a
 /// parent at good + f·(bad − good), f uniform on (0, 1). Each measured parent against the
 /// good endpoint's samples, with the bisect's noise; prior [`PARTIAL_PRIOR`].
-fn partial_parent(graph: &CandidateGraph, ev: &Evidence, k: usize, b: &Belief) -> (f64, Point) {
-    let (Some(good), Some(bad)) = (
-        mean(ev.at(Point::Good)),
-        mean(ev.at(Point::Candidate(graph.bad()))),
+fn partial_parent(graph: &CandidateGraph, k: usize, b: &Belief) -> (f64, Point) {
+    let (Some(&(good, n_good)), Some(&(bad, _))) = (
+        b.means.get(&Point::Good),
+        b.means.get(&Point::Candidate(graph.bad())),
     ) else {
         return (0.0, Point::Good);
     };
-    let n_good = ev.at(Point::Good).iter().filter(|x| x.is_finite()).count() as f64;
-    let sigma = b.noise * good.abs();
+    // Means are relative to the median of all samples; the noise is relative to the good
+    // level: both near 1 for the changes a bisect looks at.
+    let sigma = b.noise * (1.0 + good).abs();
     let delta = bad - good;
     if sigma <= 0.0 || !sigma.is_finite() || delta == 0.0 {
         return (0.0, Point::Good);
@@ -997,9 +1008,9 @@ fn partial_parent(graph: &CandidateGraph, ev: &Evidence, k: usize, b: &Belief) -
     let mut best = (0.0, Point::Good);
     for &p in graph.parents(k) {
         let point = Point::Candidate(p);
-        let v = ev.at(point);
-        let Some(m) = mean(v) else { continue };
-        let n_p = v.iter().filter(|x| x.is_finite()).count() as f64;
+        let Some(&(m, n_p)) = b.means.get(&point) else {
+            continue;
+        };
         let se = sigma * (1.0 / n_p + 1.0 / n_good.max(1.0)).sqrt();
         let x = m - good;
         // Bayes factor of "partial" against "at the good level", on a grid of f.
@@ -1458,7 +1469,11 @@ fn decide_with(
                         fitted.insert(sig, x);
                         x
                     }
-                    None => 0.0,
+                    // Past the likeliest ones, a second step is no more of a threat to k
+                    // than the worst of those fitted (they are the ones the data favour
+                    // most): counting it as certainly against k left a clean culprit
+                    // waiting forever behind a diffuse "maybe a second step somewhere".
+                    None => fitted.values().copied().fold(1.0, f64::min),
                 };
                 survives += p2 * at_k;
             }
@@ -1468,7 +1483,7 @@ fn decide_with(
             // means k's step is only part of the range's change, so k alone is not the
             // answer: the good level and that parent are measured again, and the search
             // goes on where a further step would be.
-            let (p_partial, worst) = partial_parent(graph, ev, k, b);
+            let (p_partial, worst) = partial_parent(graph, k, b);
             let partial_ok = p_partial <= PARTIAL_DOUBT;
             if second.no_change >= SIDE_CLEAR && holds && partial_ok {
                 findings.changes = vec![one_step()];

@@ -6,6 +6,7 @@
 //! bisect-sim --cell 'n=1000 shape=merges cv=0.02 noise=t3 w=8 conf=0.99 engine=bayes ...'
 //! bisect-sim --cell '...' --trace SEED                              one trial, every decision
 //! bisect-sim ... --phases                         also mean runs by phase under each row
+//! (BISECT_SIM_MISSES=1 in the environment: every missed trial's seed and reason on stderr)
 //! bisect-sim --bench [--n 100000] [--w 8]                            engine speed on a big DAG
 //! ```
 //! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
@@ -378,6 +379,20 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                     cell.name()
                                 );
                             }
+                            if !correct && !wrong && std::env::var_os("BISECT_SIM_MISSES").is_some()
+                            {
+                                let why = match &trial.outcome {
+                                    Outcome::Inconclusive { reason, .. } => reason.clone(),
+                                    Outcome::NotReproduced { reason } => reason.clone(),
+                                    other => format!("{other:?}"),
+                                };
+                                eprintln!(
+                                    "{}: seed {seed} missed after {} runs: {}",
+                                    cell.name(),
+                                    trial.runs,
+                                    why.chars().take(160).collect::<String>()
+                                );
+                            }
                             let in_set = match (&trial.outcome, world.culprit) {
                                 (Outcome::Found { culprit, .. }, Some(c)) => *culprit == c,
                                 (Outcome::Inconclusive { candidates, .. }, Some(c)) => {
@@ -615,7 +630,7 @@ fn main() {
                     "{}",
                     include_str!("bisect-sim.rs")
                         .lines()
-                        .take(14)
+                        .take(15)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
