@@ -50,10 +50,10 @@ const NOT_REPRODUCED_FACTOR: f64 = 5.0;
 const RUNS_Z: f64 = 1.0;
 /// Verification pairs are asked in chunks of this share of the pairs a full test needs.
 const VERIFY_CHUNK: f64 = 0.15;
-/// Verification starts at probability 1 − this × (1 − confidence) (0.7 for 0.99, never
+/// Verification starts at probability 1 − this × (1 − confidence) (0.9 for 0.99, never
 /// below 0.5): the couples of the leading commit and its parent are also the runs that best
 /// settle the last doubt, so starting early shares them with the end of the search.
-const VERIFY_START: f64 = 30.0;
+const VERIFY_START: f64 = 10.0;
 /// Error bound of the anytime-valid verification: a commit that did not move the metric
 /// passes with probability at most this, however often the test is looked at.
 const VERIFY_ALPHA: f64 = 0.1;
@@ -989,44 +989,56 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
     (good != 0.0).then(|| (above - below) / good.abs())
 }
 
-/// Probability that `k`'s step is only part of the range's change, and the parent that says
-/// so most: under one step, every parent of k sits at the good level; the alternative puts a
-/// parent at good + f·(bad − good), f uniform on (0, 1). Each measured parent against the
-/// good endpoint's samples, with the bisect's noise; prior [`PARTIAL_PRIOR`].
-fn partial_parent(graph: &CandidateGraph, k: usize, b: &Belief) -> (f64, Point) {
-    let (Some(&(good, n_good)), Some(&(bad, _))) = (
-        b.means.get(&Point::Good),
-        b.means.get(&Point::Candidate(graph.bad())),
-    ) else {
-        return (0.0, Point::Good);
+/// Probability that `k`'s step is only part of the range's change, with the point that says
+/// so most and the endpoint it is held against. One step at k puts every parent of k at the
+/// good level and k itself at the bad level; the alternative puts a parent at
+/// good + f·(bad − good), or k at bad − f·(bad − good), f uniform on (0, 1) (another change
+/// below k, on a branch k merges, or above k). Levels after drift and warm-up removal, with
+/// the bisect's noise; prior [`PARTIAL_PRIOR`] for each.
+fn partial_step(graph: &CandidateGraph, k: usize, b: &Belief) -> (f64, Point, Point) {
+    let bad_point = Point::Candidate(graph.bad());
+    let none = (0.0, Point::Good, Point::Good);
+    let (Some(&(good, n_good)), Some(&(bad, n_bad))) =
+        (b.means.get(&Point::Good), b.means.get(&bad_point))
+    else {
+        return none;
     };
     // Means are relative to the median of all samples; the noise is relative to the good
     // level: both near 1 for the changes a bisect looks at.
     let sigma = b.noise * (1.0 + good).abs();
     let delta = bad - good;
     if sigma <= 0.0 || !sigma.is_finite() || delta == 0.0 {
-        return (0.0, Point::Good);
+        return none;
     }
-    let mut best = (0.0, Point::Good);
-    for &p in graph.parents(k) {
-        let point = Point::Candidate(p);
+    // (point, its reference endpoint, the reference's level and count, the direction in
+    // which a partial level departs from the reference).
+    let mut checks: Vec<(Point, Point, f64, f64, f64)> = graph
+        .parents(k)
+        .iter()
+        .map(|&p| (Point::Candidate(p), Point::Good, good, n_good, delta))
+        .collect();
+    if k != graph.bad() {
+        checks.push((Point::Candidate(k), bad_point, bad, n_bad, -delta));
+    }
+    let mut best = none;
+    for (point, reference, level, n_ref, towards) in checks {
         let Some(&(m, n_p)) = b.means.get(&point) else {
             continue;
         };
-        let se = sigma * (1.0 / n_p + 1.0 / n_good.max(1.0)).sqrt();
-        let x = m - good;
-        // Bayes factor of "partial" against "at the good level", on a grid of f.
+        let se = sigma * (1.0 / n_p + 1.0 / n_ref.max(1.0)).sqrt();
+        let x = m - level;
+        // Bayes factor of "partial" against "at the reference level", on a grid of f.
         let steps = 64;
         let log0 = -(x / se).powi(2) / 2.0;
         let log_alt = log_sum_exp((0..steps).map(|i| {
             let f = (i as f64 + 0.5) / steps as f64;
-            -((x - f * delta) / se).powi(2) / 2.0 - (steps as f64).ln()
+            -((x - f * towards) / se).powi(2) / 2.0 - (steps as f64).ln()
         }));
         let log_bf = log_alt - log0;
         let odds = PARTIAL_PRIOR / (1.0 - PARTIAL_PRIOR) * log_bf.min(700.0).exp();
         let post = odds / (1.0 + odds);
         if post > best.0 {
-            best = (post, point);
+            best = (post, point, reference);
         }
     }
     best
@@ -1480,12 +1492,12 @@ fn decide_with(
                 survives += p2 * at_k;
             }
             let holds = survives >= conf;
-            // One step at k puts k's parents at the good level. A parent measured between
-            // the two levels (two changed lines meeting at a merge, another change below)
-            // means k's step is only part of the range's change, so k alone is not the
-            // answer: the good level and that parent are measured again, and the search
-            // goes on where a further step would be.
-            let (p_partial, worst) = partial_parent(graph, k, b);
+            // One step at k puts k's parents at the good level and k at the bad one. A
+            // parent, or k, measured between the two levels (two changed lines meeting at
+            // a merge, another change below or above) means k's step is only part of the
+            // range's change, so k alone is not the answer: that point and its endpoint are
+            // measured again, and the search goes on where a further step would be.
+            let (p_partial, worst, reference) = partial_step(graph, k, b);
             let partial_ok = p_partial <= PARTIAL_DOUBT;
             if second.no_change >= SIDE_CLEAR && holds && partial_ok {
                 findings.changes = vec![one_step()];
@@ -1518,7 +1530,7 @@ fn decide_with(
                     &second
                 };
                 if !partial_ok {
-                    let mut order = [Point::Good, worst];
+                    let mut order = [reference, worst];
                     order.sort_by_key(|&p| n_end(p));
                     for p in order {
                         if pending_at(p) == 0 && requests.len() < idle {
@@ -1558,7 +1570,7 @@ fn decide_with(
                     return run_out(", and a second change would move the first");
                 }
                 let why = format!(
-                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}, P(its parent already partly changed) {:.3}; {}",
+                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}, P(the step at {0} is only part of the change) {:.3}; {}",
                     short(graph, k),
                     second.no_change,
                     survives,
