@@ -108,8 +108,8 @@ pub(crate) struct Belief {
     pub ranked: Vec<(usize, f64)>,
     /// Per candidate, which measured points descend from it (an id: equal ids, equal sets).
     pub signature: Vec<u32>,
-    /// Per measured point: its mean (relative to the median of all samples, host drift and
-    /// warm-up removed) and its number of samples.
+    /// Per measured point: its robust mean (relative to the median of all samples, host
+    /// drift and warm-up removed, Student-t weighted) and the weight behind it.
     pub means: HashMap<Point, (f64, f64)>,
 }
 
@@ -436,12 +436,6 @@ pub(crate) fn belief(
         .collect();
     // Host drift, fitted within re-measured points, is taken out first.
     let zs = crate::drift::detrend(ev, &points, zs);
-    let means: HashMap<Point, (f64, f64)> = points
-        .iter()
-        .zip(&zs)
-        .filter(|(_, z)| !z.is_empty())
-        .map(|(&p, z)| (p, (z.iter().sum::<f64>() / z.len() as f64, z.len() as f64)))
-        .collect();
     let good_i = points.iter().position(|&p| p == Point::Good);
     let bad_i = points
         .iter()
@@ -462,6 +456,13 @@ pub(crate) fn belief(
             }
             st
         })
+        .collect();
+    // Each point's robust level (the Student-t weighted mean) and the weight behind it.
+    let means: HashMap<Point, (f64, f64)> = points
+        .iter()
+        .zip(&stats)
+        .filter(|(_, st)| st.w > 0.0)
+        .map(|(&p, st)| (p, (st.mean(), st.w)))
         .collect();
     let mut total = Stats::default();
     for st in &stats {
