@@ -50,13 +50,18 @@ const NOT_REPRODUCED_FACTOR: f64 = 5.0;
 const RUNS_Z: f64 = 1.0;
 /// Verification pairs are asked in chunks of this share of the pairs a full test needs.
 const VERIFY_CHUNK: f64 = 0.15;
-/// Verification starts at probability 1 − this × (1 − confidence) (0.9 for 0.99).
+/// Verification starts at probability 1 − this × (1 − confidence) (0.9 for 0.99, never
+/// below 0.5): the couples of the leading commit and its parent are also the runs that best
+/// settle the last doubt, so starting early shares them with the end of the search.
 const VERIFY_START: f64 = 10.0;
 /// Error bound of the anytime-valid verification: a commit that did not move the metric
 /// passes with probability at most this, however often the test is looked at.
 const VERIFY_ALPHA: f64 = 0.1;
 /// Scale of the normal prior on the standardised effect in the verification's e-value.
 const VERIFY_TAU: f64 = 1.0;
+/// Bounds on the known-noise mixture's prior scale when it follows the measured step.
+const VERIFY_TAU_MIN: f64 = 0.2;
+const VERIFY_TAU_MAX: f64 = 3.0;
 /// Verification gives up after this many times the expected pairs.
 const VERIFY_MAX_FACTOR: usize = 8;
 /// An endpoint holds enough samples once its level is known to 1/this of the change... in
@@ -69,8 +74,14 @@ const MISFIT: f64 = 0.02;
 /// A side whose "no change" is at least this is taken as clean; between, it is measured more.
 const SIDE_CLEAR: f64 = 0.5;
 /// Second steps whose conditional fit is computed to see whether the
-/// first change point survives them.
+/// first change point survives them (the rest count as the worst of these).
 const SURVIVAL_TERMS: usize = 12;
+/// Prior probability that a verified step is only part of the range's change (its parent
+/// already partly changed: two changed lines meeting at a merge, or a change below it).
+const PARTIAL_PRIOR: f64 = 0.2;
+/// Above this probability of "only part of the change", `Found` waits for more runs at the
+/// good endpoint and the parent.
+const PARTIAL_DOUBT: f64 = 0.2;
 /// The engine's measured overhead over the information bound, for predictions.
 const PREDICT_OVERHEAD: f64 = 2.5;
 /// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
@@ -97,6 +108,9 @@ pub(crate) struct Belief {
     pub ranked: Vec<(usize, f64)>,
     /// Per candidate, which measured points descend from it (an id: equal ids, equal sets).
     pub signature: Vec<u32>,
+    /// Per measured point: its robust mean (relative to the median of all samples, host
+    /// drift and warm-up removed, Student-t weighted) and the weight behind it.
+    pub means: HashMap<Point, (f64, f64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -443,6 +457,13 @@ pub(crate) fn belief(
             st
         })
         .collect();
+    // Each point's robust level (the Student-t weighted mean) and the weight behind it.
+    let means: HashMap<Point, (f64, f64)> = points
+        .iter()
+        .zip(&stats)
+        .filter(|(_, st)| st.w > 0.0)
+        .map(|(&p, st)| (p, (st.mean(), st.w)))
+        .collect();
     let mut total = Stats::default();
     for st in &stats {
         total.add(st);
@@ -618,6 +639,7 @@ pub(crate) fn belief(
         tail,
         ranked,
         signature: sig_of,
+        means,
     }
 }
 
@@ -731,7 +753,20 @@ fn verify_pairs(b: &Belief) -> usize {
 /// "Safe Testing", 2024), so it may be checked after every couple: the chance that it ever
 /// reaches 1/α when the commit did not move the metric is at most α. Only a mean in the
 /// direction of `sign` counts, which keeps the bound (it is a subset of the same event).
+#[cfg(test)]
 pub(crate) fn paired_e(pairs: &[(f64, f64)], sign: f64, noise: Option<f64>) -> f64 {
+    paired_e_expecting(pairs, sign, noise, None)
+}
+
+/// [`paired_e`] with the size of the step the bisect measured (metric units), which sets
+/// the scale of the known-noise mixture's prior (a prior fixed before these couples are
+/// looked at, like the noise, so the bound holds as far as they are known).
+pub(crate) fn paired_e_expecting(
+    pairs: &[(f64, f64)],
+    sign: f64,
+    noise: Option<f64>,
+    effect: Option<f64>,
+) -> f64 {
     let d: Vec<f64> = pairs
         .iter()
         .map(|(a, b)| sign * (a - b))
@@ -771,9 +806,19 @@ pub(crate) fn paired_e(pairs: &[(f64, f64)], sign: f64, noise: Option<f64>) -> f
         return (e_t + e_s) / 2.0;
     };
     let sd = sigma * std::f64::consts::SQRT_2;
-    let s2 = (nf * mean / sd).powi(2);
-    let log_z = -0.5 * (1.0 + g).ln() + s2 * VERIFY_TAU * VERIFY_TAU / (2.0 * (1.0 + g));
-    (e_t + log_z.min(700.0).exp() + e_s) / 3.0
+    let sum = nf * mean / sd;
+    // The prior's scale: the measured step in couple-difference units, when known.
+    let tau = effect
+        .map(|x| (x.abs() / sd).clamp(VERIFY_TAU_MIN, VERIFY_TAU_MAX))
+        .filter(|t| t.is_finite())
+        .unwrap_or(VERIFY_TAU);
+    let g = nf * tau * tau;
+    let log_z = -0.5 * (1.0 + g).ln() + sum * sum * tau * tau / (2.0 * (1.0 + g));
+    // The direction is known, so the mixture is over effects of that sign only (a half-normal
+    // prior): the symmetric mixture times 2·Φ(S·τ/√(1 + nτ²)), still a test martingale.
+    let half =
+        statrs::function::erf::erfc(-sum * tau / (1.0 + g).sqrt() / std::f64::consts::SQRT_2);
+    (e_t + (log_z.min(700.0).exp() * half) + e_s) / 3.0
 }
 
 /// The sign test's e-value: 2ⁿ · 2 ∫_{1/2}^{1} pᵏ (1 − p)ⁿ⁻ᵏ dp for k positive differences
@@ -943,6 +988,61 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
     let above = mean(ev.at(Point::Candidate(k)))?;
     let below = mean(ev.at(parent))?;
     (good != 0.0).then(|| (above - below) / good.abs())
+}
+
+/// Probability that `k`'s step is only part of the range's change, with the point that says
+/// so most and the endpoint it is held against. One step at k puts every parent of k at the
+/// good level and k itself at the bad level; the alternative puts a parent at
+/// good + f·(bad − good), or k at bad − f·(bad − good), f uniform on (0, 1) (another change
+/// below k, on a branch k merges, or above k). Levels after drift and warm-up removal, with
+/// the bisect's noise; prior [`PARTIAL_PRIOR`] for each.
+fn partial_step(graph: &CandidateGraph, k: usize, b: &Belief) -> (f64, Point, Point) {
+    let bad_point = Point::Candidate(graph.bad());
+    let none = (0.0, Point::Good, Point::Good);
+    let (Some(&(good, n_good)), Some(&(bad, n_bad))) =
+        (b.means.get(&Point::Good), b.means.get(&bad_point))
+    else {
+        return none;
+    };
+    // Means are relative to the median of all samples; the noise is relative to the good
+    // level: both near 1 for the changes a bisect looks at.
+    let sigma = b.noise * (1.0 + good).abs();
+    let delta = bad - good;
+    if sigma <= 0.0 || !sigma.is_finite() || delta == 0.0 {
+        return none;
+    }
+    // (point, its reference endpoint, the reference's level and count, the direction in
+    // which a partial level departs from the reference).
+    let mut checks: Vec<(Point, Point, f64, f64, f64)> = graph
+        .parents(k)
+        .iter()
+        .map(|&p| (Point::Candidate(p), Point::Good, good, n_good, delta))
+        .collect();
+    if k != graph.bad() {
+        checks.push((Point::Candidate(k), bad_point, bad, n_bad, -delta));
+    }
+    let mut best = none;
+    for (point, reference, level, n_ref, towards) in checks {
+        let Some(&(m, n_p)) = b.means.get(&point) else {
+            continue;
+        };
+        let se = sigma * (1.0 / n_p + 1.0 / n_ref.max(1.0)).sqrt();
+        let x = m - level;
+        // Bayes factor of "partial" against "at the reference level", on a grid of f.
+        let steps = 64;
+        let log0 = -(x / se).powi(2) / 2.0;
+        let log_alt = log_sum_exp((0..steps).map(|i| {
+            let f = (i as f64 + 0.5) / steps as f64;
+            -((x - f * towards) / se).powi(2) / 2.0 - (steps as f64).ln()
+        }));
+        let log_bf = log_alt - log0;
+        let odds = PARTIAL_PRIOR / (1.0 - PARTIAL_PRIOR) * log_bf.min(700.0).exp();
+        let post = odds / (1.0 + odds);
+        if post > best.0 {
+            best = (post, point, reference);
+        }
+    }
+    best
 }
 
 /// Quantile proposals over a belief's culprit mass: `slots` commits at i/(slots+1), pending
@@ -1296,7 +1396,12 @@ fn decide_with(
     } else if pk >= verify_from {
         let (parent, pairs) = verification(graph, ev, k);
         let need = verify_pairs(b);
-        let e = paired_e(pairs, b.change.signum(), Some(b.noise * level_of_good(ev)));
+        let e = paired_e_expecting(
+            pairs,
+            b.change.signum(),
+            Some(b.noise * level_of_good(ev)),
+            Some(b.change * level_of_good(ev)),
+        );
         findings.verification_evalue = Some(e);
         let verdict = format!(
             "{} pairs against {}: e-value {:.3} (passes at {:.0})",
@@ -1379,12 +1484,23 @@ fn decide_with(
                         fitted.insert(sig, x);
                         x
                     }
-                    None => 0.0,
+                    // Past the likeliest ones, a second step is no more of a threat to k
+                    // than the worst of those fitted (they are the ones the data favour
+                    // most): counting it as certainly against k left a clean culprit
+                    // waiting forever behind a diffuse "maybe a second step somewhere".
+                    None => fitted.values().copied().fold(1.0, f64::min),
                 };
                 survives += p2 * at_k;
             }
             let holds = survives >= conf;
-            if second.no_change >= SIDE_CLEAR && holds {
+            // One step at k puts k's parents at the good level and k at the bad one. A
+            // parent, or k, measured between the two levels (two changed lines meeting at
+            // a merge, another change below or above) means k's step is only part of the
+            // range's change, so k alone is not the answer: that point and its endpoint are
+            // measured again, and the search goes on where a further step would be.
+            let (p_partial, worst, reference) = partial_step(graph, k, b);
+            let partial_ok = p_partial <= PARTIAL_DOUBT;
+            if second.no_change >= SIDE_CLEAR && holds && partial_ok {
                 findings.changes = vec![one_step()];
                 return Decision::Done(Outcome::Found {
                     culprit: k,
@@ -1409,11 +1525,20 @@ fn decide_with(
                 // Unsure whether another step exists (search for it where it would be), or
                 // sure enough but k does not survive it (search where the first step would
                 // then be).
-                let doubt = if second.no_change >= SIDE_CLEAR {
+                let doubt = if second.no_change >= SIDE_CLEAR && partial_ok {
                     &first
                 } else {
                     &second
                 };
+                if !partial_ok {
+                    let mut order = [reference, worst];
+                    order.sort_by_key(|&p| n_end(p));
+                    for p in order {
+                        if pending_at(p) == 0 && requests.len() < idle {
+                            requests.push(Request::new(p, runs.max(2)));
+                        }
+                    }
+                }
                 proposals(doubt, &mut requests);
                 let (parent, _) = verification(graph, ev, k);
                 if requests.is_empty()
@@ -1436,7 +1561,7 @@ fn decide_with(
                             phase: Phase::Verifying,
                         };
                     }
-                    if holds {
+                    if holds && partial_ok {
                         findings.changes = vec![one_step()];
                         return Decision::Done(Outcome::Found {
                             culprit: k,
@@ -1446,10 +1571,11 @@ fn decide_with(
                     return run_out(", and a second change would move the first");
                 }
                 let why = format!(
-                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}; {}",
+                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}, P(the step at {0} is only part of the change) {:.3}; {}",
                     short(graph, k),
                     second.no_change,
                     survives,
+                    p_partial,
                     describe(graph, b)
                 );
                 return measure(Phase::Verifying, requests, why);
@@ -1464,10 +1590,11 @@ fn decide_with(
             for (c, bl) in &pair {
                 let (c, pc) = (*c, bl.ranked.first().map_or(0.0, |t| t.1));
                 let (parent, cpairs) = verification(graph, ev, c);
-                let ec = paired_e(
+                let ec = paired_e_expecting(
                     cpairs,
                     bl.change.signum(),
                     Some(bl.noise * level_of_good(ev)),
+                    Some(bl.change * level_of_good(ev)),
                 );
                 let ok = pc >= conf && cpairs.len() >= 3 && ec >= 1.0 / VERIFY_ALPHA;
                 settled &= ok;
@@ -1691,6 +1818,25 @@ mod tests {
         }
         let rate = crossed as f64 / trials as f64;
         assert!(rate <= VERIFY_ALPHA, "crossed on {rate}");
+        // The same with the prior's scale set from a measured step (one-sided, half-normal).
+        for effect in [0.3, 1.0, 3.0] {
+            let mut crossed = 0;
+            for _ in 0..trials {
+                let mut pairs = Vec::new();
+                for _ in 0..60 {
+                    let a: f64 = StandardNormal.sample(&mut rng);
+                    let b: f64 = StandardNormal.sample(&mut rng);
+                    pairs.push((100.0 + a, 100.0 + b));
+                    let e = paired_e_expecting(&pairs, 1.0, Some(1.0), Some(effect));
+                    if pairs.len() >= 3 && e >= 1.0 / VERIFY_ALPHA {
+                        crossed += 1;
+                        break;
+                    }
+                }
+            }
+            let rate = crossed as f64 / trials as f64;
+            assert!(rate <= VERIFY_ALPHA, "effect {effect}: crossed on {rate}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Host drift, blocked out with the points measured more than once.
+//! Host drift and warm-up, blocked out with the points measured more than once.
 //!
 //! When the evidence says when each sample was taken, a trend in time (a polynomial of
 //! degree 1 to [`MAX_DEGREE`]) is fitted *within* points: every point keeps a free level of
@@ -7,7 +7,8 @@
 //! between points (a change) can never be read as drift. The trend is kept only when it is
 //! more probable than "no drift" (Zellner's g-prior Bayes factor and the prior odds against
 //! a drifting host), and is then removed from every sample before the hypotheses are
-//! compared.
+//! compared. A warm-up (each host's first runs off by a·exp(−r/τ), r the host's run count)
+//! competes with the trends the same way.
 
 use crate::{Evidence, Point};
 
@@ -16,6 +17,11 @@ const MAX_DEGREE: usize = 3;
 /// Within-point degrees of freedom needed before a trend is considered: with fewer, a few
 /// re-measured points that happened to come out higher the second time look like drift.
 const MIN_FREE: usize = 30;
+/// Prior probability that a host's first runs differ (warm-up: caches, frequency, boot),
+/// split evenly over the time constants in [`WARMUP_RUNS`].
+const WARMUP_PRIOR: f64 = 0.1;
+/// Time constants of warm-up considered, in runs of the host.
+const WARMUP_RUNS: [f64; 3] = [4.0, 10.0, 25.0];
 /// Prior probability that the host's level moves with time during a bisect.
 const DRIFT_PRIOR: f64 = 0.1;
 
@@ -24,6 +30,7 @@ const DRIFT_PRIOR: f64 = 0.1;
 pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
     // When each kept sample was taken; every point must say, for all of its samples.
     let mut times: Vec<Vec<f64>> = Vec::with_capacity(zs.len());
+    let mut hosts: Vec<Vec<i64>> = Vec::with_capacity(zs.len());
     for (p, z) in points.iter().zip(&zs) {
         let (Some(t), raw) = (ev.taken.get(p), ev.at(*p)) else {
             return zs;
@@ -41,6 +48,32 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
             return zs;
         }
         times.push(kept);
+        hosts.push(
+            raw.iter()
+                .zip(t)
+                .filter(|(y, _)| y.is_finite())
+                .map(|(_, t)| t.host)
+                .collect(),
+        );
+    }
+    // Each sample's place among the runs of its host (0: the host's first run), for warm-up.
+    let mut order: Vec<(i64, f64, usize, usize)> = Vec::new();
+    for (i, (t, h)) in times.iter().zip(&hosts).enumerate() {
+        for (j, (&t, &h)) in t.iter().zip(h).enumerate() {
+            order.push((h, t, i, j));
+        }
+    }
+    order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut rank: Vec<Vec<f64>> = times.iter().map(|t| vec![0.0; t.len()]).collect();
+    let mut prev_host = None;
+    let mut r = 0.0;
+    for &(h, _, i, j) in &order {
+        if prev_host != Some(h) {
+            prev_host = Some(h);
+            r = 0.0;
+        }
+        rank[i][j] = r;
+        r += 1.0;
     }
     let all = times.iter().flatten().copied();
     let (t0, t1) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
@@ -66,6 +99,16 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
             times
                 .iter()
                 .flat_map(|t| demean(&t.iter().map(|&t| u(t).powi(k as i32)).collect::<Vec<_>>()))
+                .collect()
+        })
+        .collect();
+    // Warm-up: a host's first runs slower (or faster), decaying as exp(−r/τ) in its run count.
+    let warm = |tau: f64, r: f64| (-r / tau).exp();
+    let warm_cols: Vec<Vec<f64>> = WARMUP_RUNS
+        .iter()
+        .map(|&tau| {
+            rank.iter()
+                .flat_map(|r| demean(&r.iter().map(|&r| warm(tau, r)).collect::<Vec<_>>()))
                 .collect()
         })
         .collect();
@@ -97,6 +140,33 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
             let shrunk = beta.iter().map(|b| b * g / (1.0 + g)).collect();
             best = (log_odds, degree, shrunk);
         }
+    }
+    let warm_odds = (WARMUP_PRIOR / WARMUP_RUNS.len() as f64 / (1.0 - WARMUP_PRIOR)).ln();
+    let mut warm_best: Option<(f64, f64)> = None;
+    for (&tau, col) in WARMUP_RUNS.iter().zip(&warm_cols) {
+        let Some(beta) = least_squares(std::slice::from_ref(col), &y) else {
+            continue;
+        };
+        let resid: Vec<f64> = (0..y.len()).map(|i| y[i] - beta[0] * col[i]).collect();
+        let r2 = (1.0 - ss(&resid) / ss0).clamp(0.0, 1.0);
+        let log_bf = (nf - 1.0) / 2.0 * (1.0 + g).ln() - nf / 2.0 * (1.0 + g * (1.0 - r2)).ln();
+        let log_odds = log_bf + warm_odds;
+        if log_odds > best.0 {
+            best = (log_odds, 0, Vec::new());
+            warm_best = Some((tau, beta[0] * g / (1.0 + g)));
+        }
+    }
+    if let Some((tau, a)) = warm_best {
+        return zs
+            .into_iter()
+            .zip(&rank)
+            .map(|(z, r)| {
+                z.iter()
+                    .zip(r)
+                    .map(|(&x, &r)| x - a * warm(tau, r))
+                    .collect()
+            })
+            .collect();
     }
     let (_, degree, beta) = best;
     if degree == 0 {

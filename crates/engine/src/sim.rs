@@ -189,6 +189,10 @@ pub struct Trial {
     pub builds: u32,
     /// Machine time in runs: runs + builds × the build's cost.
     pub machine: f64,
+    /// Runs by what asked for them: reproducing, searching at an endpoint, searching
+    /// elsewhere, verification couples (both sides), other runs while verifying (the
+    /// predictive check's search).
+    pub phase_runs: [u32; 5],
 }
 
 impl Trial {
@@ -252,6 +256,7 @@ pub fn run_trial_observed(
     let mut rounds = 0u32;
     let mut clock = 0u64;
     let mut built: BTreeSet<Point> = BTreeSet::new();
+    let mut phase_runs = [0u32; 5];
     let machine = |runs: u32, built: &BTreeSet<Point>| {
         runs as f64 + built.len() as f64 * world.lab.build_cost
     };
@@ -267,6 +272,7 @@ pub fn run_trial_observed(
                     stalled: false,
                     builds: built.len() as u32,
                     machine: machine(runs, &built),
+                    phase_runs,
                 };
             }
             Decision::Wait { .. } => {
@@ -281,10 +287,25 @@ pub fn run_trial_observed(
                     stalled: true,
                     builds: built.len() as u32,
                     machine: machine(runs, &built),
+                    phase_runs,
                 };
             }
-            Decision::Measure { requests, .. } => {
+            Decision::Measure {
+                requests, phase, ..
+            } => {
                 rounds += 1;
+                for r in &requests {
+                    let endpoint =
+                        r.point == Point::Good || r.point == Point::Candidate(world.graph.bad());
+                    let bucket = match (phase, r.pair_with.is_some(), endpoint) {
+                        (crate::decide::Phase::Reproducing, _, _) => 0,
+                        (_, true, _) => 3,
+                        (crate::decide::Phase::Searching, false, true) => 1,
+                        (crate::decide::Phase::Searching, false, false) => 2,
+                        (crate::decide::Phase::Verifying, false, _) => 4,
+                    };
+                    phase_runs[bucket] += r.runs * if r.pair_with.is_some() { 2 } else { 1 };
+                }
                 for (
                     slot,
                     Request {
@@ -347,6 +368,7 @@ pub fn run_trial_observed(
                 stalled: true,
                 builds: built.len() as u32,
                 machine: machine(runs, &built),
+                phase_runs,
             };
         }
     }
@@ -426,6 +448,7 @@ pub fn run_baseline(world: &World, baseline: Baseline, seed: u64) -> Trial {
                 stalled: false,
                 builds: rounds,
                 machine: runs as f64 + rounds as f64 * world.lab.build_cost,
+                phase_runs: [0; 5],
             };
         }
         let split = g.best_split(&set, &skip).filter(|&(_, d)| d > 0);
@@ -442,6 +465,7 @@ pub fn run_baseline(world: &World, baseline: Baseline, seed: u64) -> Trial {
                 stalled: false,
                 builds: rounds,
                 machine: runs as f64 + rounds as f64 * world.lab.build_cost,
+                phase_runs: [0; 5],
             };
         };
         rounds += 1;

@@ -5,6 +5,8 @@
 //! bisect-sim --list                                                  list the standard cells
 //! bisect-sim --cell 'n=1000 shape=merges cv=0.02 noise=t3 w=8 conf=0.99 engine=bayes ...'
 //! bisect-sim --cell '...' --trace SEED                              one trial, every decision
+//! bisect-sim ... --phases                         also mean runs by phase under each row
+//! (BISECT_SIM_MISSES=1 in the environment: every missed trial's seed and reason on stderr)
 //! bisect-sim --bench [--n 100000] [--w 8]                            engine speed on a big DAG
 //! ```
 //! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
@@ -322,6 +324,7 @@ struct One {
     machine: f64,
     rounds: u32,
     stalled: bool,
+    phase_runs: [u32; 5],
 }
 
 struct Row {
@@ -341,6 +344,8 @@ struct Row {
     mean_rounds: f64,
     stalls: usize,
     secs: f64,
+    /// Mean runs by what asked for them (see `Trial::phase_runs`).
+    phases: [f64; 5],
 }
 
 fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
@@ -374,6 +379,20 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                     cell.name()
                                 );
                             }
+                            if !correct && !wrong && std::env::var_os("BISECT_SIM_MISSES").is_some()
+                            {
+                                let why = match &trial.outcome {
+                                    Outcome::Inconclusive { reason, .. } => reason.clone(),
+                                    Outcome::NotReproduced { reason } => reason.clone(),
+                                    other => format!("{other:?}"),
+                                };
+                                eprintln!(
+                                    "{}: seed {seed} missed after {} runs: {}",
+                                    cell.name(),
+                                    trial.runs,
+                                    why.chars().take(160).collect::<String>()
+                                );
+                            }
                             let in_set = match (&trial.outcome, world.culprit) {
                                 (Outcome::Found { culprit, .. }, Some(c)) => *culprit == c,
                                 (Outcome::Inconclusive { candidates, .. }, Some(c)) => {
@@ -391,6 +410,7 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                 machine: trial.machine,
                                 rounds: trial.rounds,
                                 stalled: trial.stalled,
+                                phase_runs: trial.phase_runs,
                             }
                         })
                         .collect::<Vec<_>>()
@@ -426,6 +446,9 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
         mean_rounds: rounds.iter().map(|&x| x as f64).sum::<f64>() / k,
         stalls: results.iter().filter(|r| r.stalled).count(),
         secs: start.elapsed().as_secs_f64(),
+        phases: std::array::from_fn(|i| {
+            results.iter().map(|r| r.phase_runs[i] as f64).sum::<f64>() / k
+        }),
     }
 }
 
@@ -582,6 +605,7 @@ fn main() {
     let mut bench_mode = false;
     let mut list = false;
     let mut trace: Option<u64> = None;
+    let mut phases = false;
     let (mut bench_n, mut bench_w) = (100_000, 8);
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -599,13 +623,14 @@ fn main() {
             "--n" => bench_n = val().parse().expect("--n N"),
             "--w" => bench_w = val().parse().expect("--w W"),
             "--list" => list = true,
+            "--phases" => phases = true,
             "--trace" => trace = Some(val().parse::<u64>().expect("--trace SEED")),
             "-h" | "--help" => {
                 println!(
                     "{}",
                     include_str!("bisect-sim.rs")
                         .lines()
-                        .take(13)
+                        .take(15)
                         .collect::<Vec<_>>()
                         .join("\n")
                 );
@@ -657,5 +682,12 @@ fn main() {
     for cell in &cells {
         let row = run_cell(cell, trials, threads);
         print_row(&row);
+        if phases {
+            let p = row.phases;
+            println!(
+                "|   runs by phase: reproducing {:.1}, searching at endpoints {:.1}, searching elsewhere {:.1}, verification couples {:.1}, predictive check's search {:.1}",
+                p[0], p[1], p[2], p[3], p[4]
+            );
+        }
     }
 }
