@@ -336,7 +336,7 @@ async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
             assert_eq!(polled["queued"], json!([shas[repo_head - 1]]));
         }
         measure_all(&f, &wt, &idx).await;
-            let (_, changes) = call(&f, "GET", "/api/v1/changes", None, None).await;
+        let (_, changes) = call(&f, "GET", "/api/v1/changes", None, None).await;
         if !changes.as_array().unwrap().is_empty() {
             found = Some((repo_head, changes));
             break;

@@ -475,7 +475,11 @@ impl SshHost {
             // run is lost, but the host is brought back for the next one, as after a run.
             if !matches!(e, DeployError::HostDown(_))
                 || !self
-                    .recover(Duration::from_secs(job.timeouts.boot_secs), &mut log, cancel)
+                    .recover(
+                        Duration::from_secs(job.timeouts.boot_secs),
+                        &mut log,
+                        cancel,
+                    )
                     .await?
             {
                 return Err(e);
