@@ -119,6 +119,15 @@ pub struct SshConfig {
     /// PERFBISECT_KERNEL_RELEASE, and must return once the reboot is under way.
     #[arg(long = "boot-command", env = "PERFBISECT_BOOT_COMMAND")]
     pub boot_command: Option<String>,
+    /// With kexec (no --boot-command): when the host cannot load the kernel with kexec (no
+    /// kexec-tools, a locked-down or secure-boot kernel), boot it with this command instead,
+    /// typically a boot-once bootloader entry plus reboot. Same environment as
+    /// --boot-command.
+    #[arg(
+        long = "boot-fallback-command",
+        env = "PERFBISECT_BOOT_FALLBACK_COMMAND"
+    )]
+    pub boot_fallback_command: Option<String>,
     /// The `script` power driver: run on the worker when the test host does not come back
     /// within the boot timeout (with PERFBISECT_POWER_ACTION=cycle); then one more wait.
     #[arg(long = "power-cycle-command", env = "PERFBISECT_POWER_CYCLE_COMMAND")]

@@ -34,6 +34,7 @@ impl Sshd {
                 "env | grep ^PERFBISECT_ | sort >> {d}/hook.log; echo boot-$(date +%s%N) > {d}/boot_id",
                 d = d.display()
             )),
+            boot_fallback_command: None,
             power_cycle_command: None,
             power_driver: None,
             bmc_host: None,
@@ -148,6 +149,55 @@ async fn boots_once_through_the_hook_checks_the_kernel_and_runs_on_the_host() {
     // Another commit boots again.
     run(&mut host, JOB, &a, "c2", &scratch).await.unwrap();
     assert_eq!(sshd.hook_calls(), 2);
+}
+
+#[tokio::test]
+async fn a_host_that_cannot_kexec_boots_through_the_fallback_command() {
+    let sshd = Sshd::start_without_kexec();
+    let mut cfg = sshd.config();
+    // Before anything boots: the host's kexec is the failing stand-in, never this machine's.
+    let which = std::process::Command::new("ssh")
+        .args(["-p", &sshd.port.to_string(), "-i"])
+        .arg(sshd.path().join("client_key"))
+        .args(["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"])
+        .args(["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"])
+        .arg(cfg.target.as_deref().unwrap())
+        .arg("command -v kexec")
+        .output()
+        .unwrap();
+    let found = String::from_utf8_lossy(&which.stdout).trim().to_string();
+    assert_eq!(
+        found,
+        sshd.path().join("fakebin/kexec").display().to_string(),
+        "the test host's kexec is not the stand-in: {which:?}"
+    );
+    // kexec (no --boot-command), with the boot-once hook as the fallback.
+    cfg.boot_fallback_command = cfg.boot_command.take();
+    let a = artifacts(sshd.path(), &running_release());
+    let mut host = SshHost::new(&cfg).unwrap();
+    let out = run(&mut host, JOB, &a, "c1", &sshd.path().join("s"))
+        .await
+        .unwrap();
+    assert_eq!(results(&out).trim(), "score: 17");
+    assert_eq!(
+        out.environment.boot_method.as_deref(),
+        Some("command (kexec failed)")
+    );
+    assert!(
+        out.log.contains("kexec cannot load the kernel")
+            && out.log.contains("Operation not permitted"),
+        "{}",
+        out.log
+    );
+    assert_eq!(sshd.hook_calls(), 1);
+    // Without a fallback, a host that cannot kexec is the host's failure, not the commit's.
+    cfg.boot_fallback_command = None;
+    let mut host = SshHost::new(&cfg).unwrap();
+    let e = run(&mut host, JOB, &a, "c2", &sshd.path().join("s"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, DeployError::HostDown(_)), "{e:?}");
+    assert_eq!(sshd.hook_calls(), 1);
 }
 
 #[tokio::test]

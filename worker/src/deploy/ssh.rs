@@ -2,7 +2,8 @@
 //!
 //! To run a commit, the host must be running its kernel: the kernel and initramfs are
 //! copied over, booted once (kexec on the host, or the worker's `--boot-command` hook for a
-//! boot-once entry plus reboot), and the worker waits until the host answers with a new
+//! boot-once entry plus reboot; `--boot-fallback-command` is that hook used only when the
+//! host refuses to load the kernel with kexec), and the worker waits until the host answers with a new
 //! boot id; if it does not within the boot timeout, the host is power-cycled through the
 //! configured driver (`crate::power`: IPMI, QMP, a script) and the worker waits once more.
 //! Then `uname -r` and `uname -v` must be the built kernel's release (which carries the
@@ -271,33 +272,27 @@ impl SshHost {
         })?;
         let cmdline = job.deploy.cmdline.clone().unwrap_or_default();
         let limit = Duration::from_secs(job.timeouts.boot_secs);
+        let env = vec![
+            ("PERFBISECT_SSH_TARGET".to_string(), self.target.clone()),
+            ("PERFBISECT_KERNEL".to_string(), remote_kernel.clone()),
+            (
+                "PERFBISECT_INITRD".to_string(),
+                remote_initrd.clone().unwrap_or_default(),
+            ),
+            ("PERFBISECT_CMDLINE".to_string(), cmdline.clone()),
+            (
+                "PERFBISECT_KERNEL_RELEASE".to_string(),
+                expected.clone().unwrap_or_default(),
+            ),
+        ];
         match &self.cfg.boot_command {
             Some(hook) => {
                 *method = "command".into();
-                let mut env = vec![
-                    ("PERFBISECT_SSH_TARGET".to_string(), self.target.clone()),
-                    ("PERFBISECT_KERNEL".to_string(), remote_kernel.clone()),
-                    (
-                        "PERFBISECT_INITRD".to_string(),
-                        remote_initrd.clone().unwrap_or_default(),
-                    ),
-                    ("PERFBISECT_CMDLINE".to_string(), cmdline.clone()),
-                ];
-                env.push((
-                    "PERFBISECT_KERNEL_RELEASE".into(),
-                    expected.clone().unwrap_or_default(),
-                ));
-                let out = exec::shell(hook, scratch, &env, limit, cancel).await?;
-                log.push_str(&out.log());
-                match out.ending {
-                    Ending::Cancelled => return Ok(None),
-                    Ending::Exited(0) => {}
-                    _ => {
-                        return Err(DeployError::HostDown(format!(
-                            "the boot command {}",
-                            out.describe()
-                        )));
-                    }
+                if !self
+                    .boot_hook(hook, &env, scratch, limit, log, cancel)
+                    .await?
+                {
+                    return Ok(None);
                 }
             }
             None => {
@@ -314,26 +309,26 @@ impl SshHost {
                     guest::quote(&remote_kernel),
                     guest::quote(&cmdline),
                 );
-                self.must(&load, None).await?;
-                let (_tx, mut never) = watch::channel(false);
-                let jump = self
-                    .exec(
-                        "if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; \
-                         then systemctl kexec; else sync; kexec -e; fi",
-                        None,
-                        Duration::from_secs(CONNECT_SECS * 2),
-                        &mut never,
-                    )
-                    .await;
-                if let Ok(out) = jump
-                    && matches!(out.ending, Ending::Exited(c) if c != 0 && c != 255)
-                {
-                    return Err(DeployError::HostDown(format!(
-                        "kexec on {} {}: {}",
-                        self.target,
-                        out.describe(),
-                        exec::tail(&out.stderr, 5)
-                    )));
+                match (
+                    self.must(&load, None).await,
+                    &self.cfg.boot_fallback_command,
+                ) {
+                    (Ok(_), _) => self.kexec_jump().await?,
+                    // The host answers but cannot kexec: the boot-once fallback.
+                    (Err(e), Some(hook)) => {
+                        log.push_str(&format!(
+                            "\nperfbisect: kexec cannot load the kernel ({e}); booting it with \
+                             the fallback command\n"
+                        ));
+                        *method = "command (kexec failed)".into();
+                        if !self
+                            .boot_hook(hook, &env, scratch, limit, log, cancel)
+                            .await?
+                        {
+                            return Ok(None);
+                        }
+                    }
+                    (Err(e), None) => return Err(e),
                 }
             }
         }
@@ -435,6 +430,54 @@ impl SshHost {
             method = "none (already running)".into();
         }
         Ok(Prepared::Ready(Booted { log, method }))
+    }
+
+    /// Runs a boot hook (`--boot-command` or its kexec fallback) on the worker. Ok(false)
+    /// when cancelled.
+    async fn boot_hook(
+        &self,
+        hook: &str,
+        env: &[(String, String)],
+        scratch: &Path,
+        limit: Duration,
+        log: &mut String,
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<bool, DeployError> {
+        let out = exec::shell(hook, scratch, env, limit, cancel).await?;
+        log.push_str(&out.log());
+        match out.ending {
+            Ending::Cancelled => Ok(false),
+            Ending::Exited(0) => Ok(true),
+            _ => Err(DeployError::HostDown(format!(
+                "the boot command {}",
+                out.describe()
+            ))),
+        }
+    }
+
+    /// Jumps into the kernel `kexec -l` loaded.
+    async fn kexec_jump(&self) -> Result<(), DeployError> {
+        let (_tx, mut never) = watch::channel(false);
+        let jump = self
+            .exec(
+                "if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; \
+                 then systemctl kexec; else sync; kexec -e; fi",
+                None,
+                Duration::from_secs(CONNECT_SECS * 2),
+                &mut never,
+            )
+            .await;
+        if let Ok(out) = jump
+            && matches!(out.ending, Ending::Exited(c) if c != 0 && c != 255)
+        {
+            return Err(DeployError::HostDown(format!(
+                "kexec on {} {}: {}",
+                self.target,
+                out.describe(),
+                exec::tail(&out.stderr, 5)
+            )));
+        }
+        Ok(())
     }
 
     /// Writes the job's files into a fresh `dir` on the host.

@@ -377,6 +377,7 @@ set_working_mc 0x20
             ],
             remote_dir: "/tmp/perfbisect".into(),
             boot_command: None,
+            boot_fallback_command: None,
             power_cycle_command: None,
             power_driver: Some("ipmi".into()),
             bmc_host: Some("127.0.0.1".into()),

@@ -48,7 +48,30 @@ pub fn user() -> String {
 impl Sshd {
     /// Starts sshd on a free 127.0.0.1 port; `boot_id` holds `boot-0`.
     pub fn start() -> Sshd {
+        Sshd::start_with(tempfile::tempdir().unwrap(), "")
+    }
+
+    /// A host whose kernel refuses kexec (as a locked-down or secure-boot kernel does): the
+    /// sessions' PATH starts with a `kexec` that fails, and leaves out the sbin folders.
+    pub fn start_without_kexec() -> Sshd {
         let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("fakebin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(
+            bin.join("kexec"),
+            "#!/bin/sh\necho 'kexec_load failed: Operation not permitted' >&2\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            bin.join("kexec"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let extra = format!("SetEnv PATH={}:/usr/bin:/bin\n", bin.display());
+        Sshd::start_with(dir, &extra)
+    }
+
+    fn start_with(dir: tempfile::TempDir, extra_config: &str) -> Sshd {
         let d = dir.path();
         keygen(&d.join("host_key"));
         keygen(&d.join("client_key"));
@@ -64,7 +87,8 @@ impl Sshd {
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
              AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-             PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nLogLevel ERROR\n",
+             PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nLogLevel ERROR\n\
+             {extra_config}",
             d = d.display()
         );
         std::fs::write(d.join("sshd_config"), config).unwrap();
