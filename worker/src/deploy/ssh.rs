@@ -3,8 +3,8 @@
 //! To run a commit, the host must be running its kernel: the kernel and initramfs are
 //! copied over, booted once (kexec on the host, or the worker's `--boot-command` hook for a
 //! boot-once entry plus reboot; `--boot-fallback-command` is that hook used only when the
-//! host refuses to load the kernel with kexec), and the worker waits until the host answers with a new
-//! boot id; if it does not within the boot timeout, the host is power-cycled through the
+//! host refuses to load the kernel with kexec), and the worker waits until the host answers
+//! with a new boot id; if it does not within the boot timeout, the host is power-cycled through the
 //! configured driver (`crate::power`: IPMI, QMP, a script) and the worker waits once more.
 //! Then `uname -r` and `uname -v` must be the built kernel's release (which carries the
 //! commit) and version — a host that came back on another kernel did not boot the commit.
