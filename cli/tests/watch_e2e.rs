@@ -120,6 +120,7 @@ async fn a_watch_finds_and_bisects_two_changes_by_itself() {
         second.change_pct < -5.0 && second.change_pct > -9.0,
         "{second:?}"
     );
+    let series = lab.api.series(watch.id).await.unwrap();
     for (c, planted) in [
         (first, &history.first_planted),
         (second, &history.second_planted),
@@ -135,8 +136,23 @@ async fn a_watch_finds_and_bisects_two_changes_by_itself() {
         );
         // Between the last commit measured before the change and the first after it.
         assert_eq!(c.after_seq, c.before_seq + 1, "{c:?}");
-        assert_eq!(b.good.sha, c.before_sha);
-        assert_eq!(b.bad.sha, c.after_sha);
+        // One measured commit wider on each side than the detected pair, where there is one.
+        let points = &series
+            .iter()
+            .find(|s| s.metric == c.metric)
+            .expect("the change's series")
+            .points;
+        let sha_at = |seq: i32| points.iter().find(|p| p.seq == seq).map(|p| p.sha.clone());
+        assert_eq!(
+            Some(b.good.sha.clone()),
+            sha_at(c.before_seq - 1).or(Some(c.before_sha.clone())),
+            "{c:?}"
+        );
+        assert_eq!(
+            Some(b.bad.sha.clone()),
+            sha_at(c.after_seq + 1).or(Some(c.after_sha.clone())),
+            "{c:?}"
+        );
         // The report says a watch found it.
         let report = reqwest::get(format!("{}/api/v1/bisects/{}/report", lab.api.base(), b.id))
             .await

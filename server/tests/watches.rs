@@ -391,8 +391,9 @@ async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    assert_eq!(b["good"]["sha"], json!(shas[8]));
-    assert_eq!(b["bad"]["sha"], json!(shas[9]));
+    // One measured commit wider on each side than the detected pair c9..c10.
+    assert_eq!(b["good"]["sha"], json!(shas[7]));
+    assert_eq!(b["bad"]["sha"], json!(shas[10]));
     let notify: Value = sqlx::query_scalar("SELECT notify FROM bisects WHERE id = $1")
         .bind(bisects[0])
         .fetch_one(&f.state.db)
