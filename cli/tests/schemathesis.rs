@@ -59,8 +59,11 @@ async fn the_api_conforms_to_its_openapi_document() {
     assert!(b.id > 0);
     let base = lab.api.base().to_string();
     let report = lab.path().join("schemathesis");
+    let workdir = lab.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(&exe)
+            // Its cache (`.schemathesis/`) goes to the lab's directory, not the source tree.
+            .current_dir(&workdir)
             .arg("run")
             .arg(format!("{base}/api/openapi.json"))
             .args(["--url", &base])
