@@ -4,8 +4,9 @@
 //! copied over, booted once (kexec on the host, or the worker's `--boot-command` hook for a
 //! boot-once entry plus reboot; `--boot-fallback-command` is that hook used only when the
 //! host refuses to load the kernel with kexec), and the worker waits until the host answers
-//! with a new boot id; if it does not within the boot timeout, the host is power-cycled through the
-//! configured driver (`crate::power`: IPMI, QMP, a script) and the worker waits once more.
+//! with a new boot id; if it does not within the boot timeout, the host is power-cycled
+//! through the configured driver (`crate::power`: IPMI, QMP, a script) and the worker waits
+//! once more.
 //! Then `uname -r` and `uname -v` must be the built kernel's release (which carries the
 //! commit) and version — a host that came back on another kernel did not boot the commit.
 //! The benchmark runs in its own process group on the host, which is killed on timeout or
