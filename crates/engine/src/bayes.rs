@@ -29,6 +29,7 @@ use crate::decide::{
     Prediction, Request, Settings, Verdict,
 };
 use crate::{CandidateGraph, Evidence};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -735,13 +736,35 @@ fn assess(graph: &CandidateGraph, ev: &Evidence, b: &Belief, conf: f64) -> Vec<A
 /// Pairs a verification is expected to need for a change of `d` noise units (a step of the
 /// e-value test, for sizing requests; the test itself may stop at any time).
 fn verify_pairs(b: &Belief) -> usize {
+    verify_pairs_for(b).max(min_pairs(b))
+}
+
+/// Couples a verification needs at the least: 3, or 2 for a metric whose runs have shown
+/// no noise at all (the t-test's evidence is then unbounded from 2 identical differences,
+/// and a deterministic metric's cost is its builds, not a third couple per parent).
+fn min_pairs(b: &Belief) -> usize {
+    if b.noise <= 0.0 { 2 } else { 3 }
+}
+
+/// Couples to ask for next, with `have` couples measured: a share of the full test, at
+/// least [`min_pairs`] (for a noiseless metric, only what is missing of it).
+fn verify_chunk(b: &Belief, have: usize) -> u32 {
+    if b.noise <= 0.0 {
+        return min_pairs(b).saturating_sub(have).max(1) as u32;
+    }
+    (verify_pairs(b) as f64 * VERIFY_CHUNK)
+        .ceil()
+        .max(min_pairs(b) as f64) as u32
+}
+
+fn verify_pairs_for(b: &Belief) -> usize {
     let d = if b.noise > 0.0 {
         (b.change / b.noise).abs()
     } else {
         10.0
     };
     let need = (2.0 * (1.645f64 + 0.842).powi(2) / (d * d).max(1e-6)).ceil();
-    need.clamp(3.0, 60.0) as usize
+    need.clamp(2.0, 60.0) as usize
 }
 
 /// Anytime-valid e-value that `point − pair_with` moved in the direction of `sign`.
@@ -859,22 +882,73 @@ fn descendants(graph: &CandidateGraph, k: usize) -> Vec<bool> {
     m
 }
 
-/// The point `k` is verified against (its first parent, or the good commit when that cannot
-/// be built) and the interleaved couples measured so far.
+/// The point `k` is verified against next, and the interleaved couples measured so far.
+///
+/// `k` is verified against each of its parents in the range that can be built (the first
+/// parent, or the good commit when that cannot be built). A merge carries a change of its
+/// own only when it differs from every parent: a topic branch whose tip carries the change
+/// makes the merge differ from its first parent too, and one slow run at that tip once made
+/// the merge the named culprit. Requiring every test to pass is an intersection-union test,
+/// so each at `VERIFY_ALPHA` keeps the bound. The parent returned is the one whose evidence
+/// is weakest (least e-value, the first on ties), so `k` passes when that one does.
+///
+/// Only parents that may themselves be the culprit (`allowed`) count: in first-parent mode
+/// the merge that brought a topic branch in is the answer, so its topic parent is not one.
 fn verification<'a>(
     graph: &CandidateGraph,
     ev: &'a Evidence,
+    b: &Belief,
+    allowed: &[bool],
     k: usize,
-) -> (Point, &'a [(f64, f64)]) {
-    let parent = graph
-        .first_parent(k)
+) -> (Point, Cow<'a, [(f64, f64)]>) {
+    let first = graph.first_parent(k);
+    let others = graph
+        .parents(k)
+        .iter()
+        .copied()
+        .filter(|&p| Some(p) != first && allowed[p] && !ev.untestable.contains(&p))
+        .map(Point::Candidate);
+    let first = first
         .filter(|p| !ev.untestable.contains(p))
         .map_or(Point::Good, Point::Candidate);
-    let pairs = ev
-        .pairs
-        .get(&(Point::Candidate(k), parent))
-        .map_or(&[][..], Vec::as_slice);
-    (parent, pairs)
+    let pairs_with = |parent: Point| -> Cow<'a, [(f64, f64)]> {
+        let interleaved = ev
+            .pairs
+            .get(&(Point::Candidate(k), parent))
+            .map_or(&[][..], Vec::as_slice);
+        if b.noise > 0.0 {
+            return Cow::Borrowed(interleaved);
+        }
+        // A metric whose runs have shown no noise at all has no drift to interleave
+        // against: every run of k against every run of the parent is as good a couple.
+        let (at_k, at_parent) = (ev.at(Point::Candidate(k)), ev.at(parent));
+        let zipped = at_k.iter().copied().zip(at_parent.iter().copied());
+        if zipped.len() > interleaved.len() {
+            Cow::Owned(zipped.collect())
+        } else {
+            Cow::Borrowed(interleaved)
+        }
+    };
+    let mut best = (first, pairs_with(first));
+    let mut weakest = evalue(ev, b, &best.1);
+    for parent in others {
+        let pairs = pairs_with(parent);
+        let e = evalue(ev, b, &pairs);
+        if e < weakest {
+            (best, weakest) = ((parent, pairs), e);
+        }
+    }
+    best
+}
+
+/// The verification's e-value of `pairs` (culprit, parent) for the step `b` believes in.
+fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)]) -> f64 {
+    paired_e_expecting(
+        pairs,
+        b.change.signum(),
+        Some(b.noise * level_of_good(ev)),
+        Some(b.change * level_of_good(ev)),
+    )
 }
 
 /// Capacity in bits of one run for a step of `d` noise units (a binary-input Gaussian
@@ -1342,11 +1416,14 @@ fn decide_with(
         if waiting && requests.len() < idle && pk >= verify_from && !ev.untestable.contains(&k) {
             // The search already points at one commit: its verification against the parent
             // needs no endpoint, so it can run while the endpoint builds.
-            let (parent, have) = verification(graph, ev, k);
-            if have.len() < 3 && pending_at(Point::Candidate(k)) == 0 && pending_at(parent) == 0 {
+            let (parent, have) = verification(graph, ev, b, allowed, k);
+            if have.len() < min_pairs(b)
+                && pending_at(Point::Candidate(k)) == 0
+                && pending_at(parent) == 0
+            {
                 requests.push(Request {
                     point: Point::Candidate(k),
-                    runs: 3,
+                    runs: verify_chunk(b, have.len()),
                     pair_with: Some(parent),
                 });
             }
@@ -1394,14 +1471,9 @@ fn decide_with(
             });
         }
     } else if pk >= verify_from {
-        let (parent, pairs) = verification(graph, ev, k);
+        let (parent, pairs) = verification(graph, ev, b, allowed, k);
         let need = verify_pairs(b);
-        let e = paired_e_expecting(
-            pairs,
-            b.change.signum(),
-            Some(b.noise * level_of_good(ev)),
-            Some(b.change * level_of_good(ev)),
-        );
+        let e = evalue(ev, b, &pairs);
         findings.verification_evalue = Some(e);
         let verdict = format!(
             "{} pairs against {}: e-value {:.3} (passes at {:.0})",
@@ -1413,7 +1485,7 @@ fn decide_with(
             e,
             1.0 / VERIFY_ALPHA
         );
-        let verified = pk >= conf && pairs.len() >= 3 && e >= 1.0 / VERIFY_ALPHA;
+        let verified = pk >= conf && pairs.len() >= min_pairs(b) && e >= 1.0 / VERIFY_ALPHA;
         if verified {
             // The predictive check: is there a further step once this one is fitted? Its
             // culprit may be anywhere (also on a branch merged above k); when there is one,
@@ -1540,14 +1612,14 @@ fn decide_with(
                     }
                 }
                 proposals(doubt, &mut requests);
-                let (parent, _) = verification(graph, ev, k);
+                let (parent, have) = verification(graph, ev, b, allowed, k);
                 if requests.is_empty()
                     && pending_at(Point::Candidate(k)) == 0
                     && pending_at(parent) == 0
                 {
                     // Nothing left to split: more couples of k and its parent pin both
                     // levels, which is what the doubt is about.
-                    let chunk = (verify_pairs(b) as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+                    let chunk = verify_chunk(b, have.len());
                     requests.push(Request {
                         point: Point::Candidate(k),
                         runs: chunk.min(2 * rpr),
@@ -1589,20 +1661,14 @@ fn decide_with(
             let mut list: Vec<ChangePoint> = Vec::new();
             for (c, bl) in &pair {
                 let (c, pc) = (*c, bl.ranked.first().map_or(0.0, |t| t.1));
-                let (parent, cpairs) = verification(graph, ev, c);
-                let ec = paired_e_expecting(
-                    cpairs,
-                    bl.change.signum(),
-                    Some(bl.noise * level_of_good(ev)),
-                    Some(bl.change * level_of_good(ev)),
-                );
-                let ok = pc >= conf && cpairs.len() >= 3 && ec >= 1.0 / VERIFY_ALPHA;
+                let (parent, cpairs) = verification(graph, ev, bl, allowed, c);
+                let ec = evalue(ev, bl, &cpairs);
+                let ok = pc >= conf && cpairs.len() >= min_pairs(bl) && ec >= 1.0 / VERIFY_ALPHA;
                 settled &= ok;
                 if !ok {
                     if pc >= verify_from && !ev.untestable.contains(&c) {
                         if pending_at(Point::Candidate(c)) == 0 && pending_at(parent) == 0 {
-                            let chunk =
-                                (verify_pairs(bl) as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+                            let chunk = verify_chunk(bl, cpairs.len());
                             requests.push(Request {
                                 point: Point::Candidate(c),
                                 runs: chunk.min(2 * rpr),
@@ -1678,7 +1744,7 @@ fn decide_with(
         }
         if pk >= conf || (pairs.len() < need && !busy) {
             // In chunks, checking after each: most changes verify long before `need` pairs.
-            let chunk = (need as f64 * VERIFY_CHUNK).ceil().max(3.0) as u32;
+            let chunk = verify_chunk(b, pairs.len());
             let request = Request {
                 point: Point::Candidate(k),
                 runs: chunk.min(2 * rpr),

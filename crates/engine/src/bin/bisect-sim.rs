@@ -14,14 +14,17 @@
 //! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr,
 //! second (size of a second change at another random commit), drift (relative per run),
 //! warmup (relative slowdown of the first runs, decaying over 20 runs), noiseafter (noise
-//! multiplier at commits that carry the change), build (a build's cost in runs).
-//! noise also takes skewed (one-sided multiplicative) and outliers.
+//! multiplier at commits that carry the change), build (a build's cost in runs), budget (product: the
+//! product's budget, set from the engine's predictions under max).
+//! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
+//! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
 //! is not right); wrong = a commit named that is not a planted culprit; M = machine time in
 //! runs (runs + builds × build cost).
 
+use perfbisect_engine::budget::Budget;
 use perfbisect_engine::sim::{
-    Baseline, Lab, Noise, Trial, World, run_baseline, run_trial, run_trial_observed,
+    Baseline, Lab, Noise, Trial, World, run_baseline, run_trial_budgeted,
 };
 use perfbisect_engine::synth::{self, Shape, SplitMix};
 use perfbisect_engine::{
@@ -53,6 +56,8 @@ struct Cell {
     warmup: f64,
     noise_after: f64,
     build: f64,
+    /// The product's budget: set from the engine's predictions under `max_runs`.
+    product_budget: bool,
 }
 
 impl Default for Cell {
@@ -78,6 +83,7 @@ impl Default for Cell {
             warmup: 0.0,
             noise_after: 1.0,
             build: 1.0,
+            product_budget: false,
         }
     }
 }
@@ -111,6 +117,8 @@ impl Cell {
                 "warmup" => c.warmup = num()?,
                 "noiseafter" => c.noise_after = num()?,
                 "build" => c.build = num()?,
+                "budget" if v == "product" => c.product_budget = true,
+                "budget" => c.product_budget = false,
                 _ => return Err(format!("unknown key {k:?}")),
             }
         }
@@ -158,6 +166,9 @@ impl Cell {
         if self.max_runs != 3000 {
             s += &format!(" max={}", self.max_runs);
         }
+        if self.product_budget {
+            s += " budget=product";
+        }
         if !self.change {
             s += " NO-CHANGE";
         }
@@ -172,6 +183,7 @@ impl Cell {
             "drift" => Noise::Drift { cv },
             "skewed" => Noise::Skewed { cv },
             "outliers" => Noise::Outliers { cv },
+            "slowruns" => Noise::SlowRuns { cv },
             _ => Noise::Gaussian { cv },
         }
     }
@@ -239,12 +251,24 @@ impl Cell {
         }
     }
 
+    /// The product's budget under `max_runs`, when the cell asks for it.
+    fn budget(&self) -> Option<Budget> {
+        self.product_budget
+            .then(|| Budget::new(None, self.max_runs))
+    }
+
     fn trial(&self, seed: u64) -> (Trial, World) {
         let world = self.world(seed);
         let trial = match self.engine.as_str() {
             "git" => run_baseline(&world, Baseline::PlainGit, seed),
             "lkp3" => run_baseline(&world, Baseline::FixedRuns3, seed),
-            _ => run_trial(&world, &self.settings(), seed),
+            _ => run_trial_budgeted(
+                &world,
+                &self.settings(),
+                self.budget(),
+                seed,
+                &mut |_, _| {},
+            ),
         };
         (trial, world)
     }
@@ -304,9 +328,12 @@ fn situation_cells() -> Vec<String> {
         "noise=skewed",
         "noise=outliers",
         "n=200 cv=0 build=30",
-        "max=400",
-        "cv=0.05 max=400",
-        "change=no max=400",
+        "max=400 budget=product",
+        "cv=0.05 max=400 budget=product",
+        "change=no max=400 budget=product",
+        // The example repository of the end-to-end tests: 200 commits, a +6% step, 3% noise
+        // with a slow run now and then, two workers.
+        "n=200 delta=0.06 cv=0.03 noise=slowruns w=2 max=400 budget=product",
     ]
     .map(String::from)
     .to_vec()
@@ -646,7 +673,7 @@ fn main() {
         let mut observe = |d: &Decision, ev: &Evidence| {
             println!("[{} runs] {d:?}", ev.runs_spent());
         };
-        let t = run_trial_observed(&world, &cell.settings(), seed, &mut observe);
+        let t = run_trial_budgeted(&world, &cell.settings(), cell.budget(), seed, &mut observe);
         println!("{t:?}");
         return;
     }
