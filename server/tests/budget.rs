@@ -195,7 +195,10 @@ async fn the_default_budget_follows_the_prediction_under_the_ceiling() {
     let findings = &b["findings"];
     let step = findings["change"].as_f64().unwrap().abs() / findings["noise"].as_f64().unwrap();
     let basis = basis.expect("the basis is stored with the budget");
-    assert!((basis - step).abs() <= 1e-9 * step, "{basis} against {step}");
+    assert!(
+        (basis - step).abs() <= 1e-9 * step,
+        "{basis} against {step}"
+    );
     // The page shows the prediction and the budget.
     let page = dashboard_page(&f, id).await;
     assert!(page.contains("id=\"prediction\">about "), "{page}");

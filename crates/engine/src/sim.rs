@@ -203,6 +203,8 @@ pub struct Trial {
     /// elsewhere, verification couples (both sides), other runs while verifying (the
     /// predictive check's search).
     pub phase_runs: [u32; 5],
+    /// The engine's first prediction: (runs used when it was made, runs it predicted).
+    pub first_prediction: Option<(u32, u32)>,
 }
 
 impl Trial {
@@ -284,6 +286,7 @@ pub fn run_trial_budgeted(
     let mut clock = 0u64;
     let mut built: BTreeSet<Point> = BTreeSet::new();
     let mut phase_runs = [0u32; 5];
+    let mut first_prediction = None;
     let machine = |runs: u32, built: &BTreeSet<Point>| {
         runs as f64 + built.len() as f64 * world.lab.build_cost
     };
@@ -291,6 +294,12 @@ pub fn run_trial_budgeted(
         let explained = decide_explained(&world.graph, &ev, &settings);
         let decision = explained.decision;
         observe(&decision, &ev);
+        if first_prediction.is_none()
+            && !matches!(decision, Decision::Done(_))
+            && let Some(p) = explained.findings.prediction
+        {
+            first_prediction = Some((ev.runs_spent() + ev.runs_pending(), p.runs));
+        }
         if let Some(b) = &mut budget
             && !matches!(decision, Decision::Done(_))
             && let Some(f) = Forecast::of(&explained.findings)
@@ -310,6 +319,7 @@ pub fn run_trial_budgeted(
                     builds: built.len() as u32,
                     machine: machine(runs, &built),
                     phase_runs,
+                    first_prediction,
                 };
             }
             Decision::Wait { .. } => {
@@ -325,6 +335,7 @@ pub fn run_trial_budgeted(
                     builds: built.len() as u32,
                     machine: machine(runs, &built),
                     phase_runs,
+                    first_prediction,
                 };
             }
             Decision::Measure {
@@ -406,6 +417,7 @@ pub fn run_trial_budgeted(
                 builds: built.len() as u32,
                 machine: machine(runs, &built),
                 phase_runs,
+                first_prediction,
             };
         }
     }
@@ -486,6 +498,7 @@ pub fn run_baseline(world: &World, baseline: Baseline, seed: u64) -> Trial {
                 builds: rounds,
                 machine: runs as f64 + rounds as f64 * world.lab.build_cost,
                 phase_runs: [0; 5],
+                first_prediction: None,
             };
         }
         let split = g.best_split(&set, &skip).filter(|&(_, d)| d > 0);
@@ -503,6 +516,7 @@ pub fn run_baseline(world: &World, baseline: Baseline, seed: u64) -> Trial {
                 builds: rounds,
                 machine: runs as f64 + rounds as f64 * world.lab.build_cost,
                 phase_runs: [0; 5],
+                first_prediction: None,
             };
         };
         rounds += 1;

@@ -352,6 +352,8 @@ struct One {
     rounds: u32,
     stalled: bool,
     phase_runs: [u32; 5],
+    /// Runs the first prediction promised and runs the bisect then took (from there on).
+    prediction: Option<(u32, u32)>,
 }
 
 struct Row {
@@ -371,6 +373,9 @@ struct Row {
     mean_rounds: f64,
     stalls: usize,
     secs: f64,
+    /// Mean runs the first prediction promised and mean runs taken after it (trials with
+    /// one).
+    prediction: Option<(f64, f64)>,
     /// Mean runs by what asked for them (see `Trial::phase_runs`).
     phases: [f64; 5],
 }
@@ -438,6 +443,9 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                 rounds: trial.rounds,
                                 stalled: trial.stalled,
                                 phase_runs: trial.phase_runs,
+                                prediction: trial
+                                    .first_prediction
+                                    .map(|(used, p)| (p, trial.runs.saturating_sub(used))),
                             }
                         })
                         .collect::<Vec<_>>()
@@ -473,6 +481,16 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
         mean_rounds: rounds.iter().map(|&x| x as f64).sum::<f64>() / k,
         stalls: results.iter().filter(|r| r.stalled).count(),
         secs: start.elapsed().as_secs_f64(),
+        prediction: {
+            let with: Vec<(u32, u32)> = results.iter().filter_map(|r| r.prediction).collect();
+            let m = with.len() as f64;
+            (!with.is_empty()).then(|| {
+                (
+                    with.iter().map(|x| f64::from(x.0)).sum::<f64>() / m,
+                    with.iter().map(|x| f64::from(x.1)).sum::<f64>() / m,
+                )
+            })
+        },
         phases: std::array::from_fn(|i| {
             results.iter().map(|r| r.phase_runs[i] as f64).sum::<f64>() / k
         }),
@@ -715,6 +733,12 @@ fn main() {
                 "|   runs by phase: reproducing {:.1}, searching at endpoints {:.1}, searching elsewhere {:.1}, verification couples {:.1}, predictive check's search {:.1}",
                 p[0], p[1], p[2], p[3], p[4]
             );
+            if let Some((promised, taken)) = row.prediction {
+                println!(
+                    "|   first prediction: {promised:.1} more runs; taken after it: {taken:.1} ({:.2}×)",
+                    taken / promised.max(1e-9)
+                );
+            }
         }
     }
 }
