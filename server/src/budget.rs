@@ -34,7 +34,7 @@ pub async fn settle(
     let forecast = Forecast {
         runs: p.runs,
         steps,
-        step_in_noise: rule::step_in_noise(findings.change, findings.noise),
+        step_in_noise: p.step_in_noise.filter(|d| d.is_finite()),
     };
     let row: Option<(i32, Option<i32>, i32, Option<f64>)> = sqlx::query_as(
         "SELECT max_runs, budget_cap, budget_steps, budget_basis FROM bisects
@@ -176,6 +176,7 @@ mod tests {
             runs: 42,
             builds: 3,
             machine_secs: Some(310.4),
+            step_in_noise: Some(2.0),
         };
         assert_eq!(
             inconclusive_sentence(4, 0.9312, Some(120), Some(&p)),

@@ -192,8 +192,7 @@ async fn the_default_budget_follows_the_prediction_under_the_ceiling() {
         .fetch_one(&f.state.db)
         .await
         .unwrap();
-    let findings = &b["findings"];
-    let step = findings["change"].as_f64().unwrap().abs() / findings["noise"].as_f64().unwrap();
+    let step = predicted["step_in_noise"].as_f64().unwrap();
     let basis = basis.expect("the basis is stored with the budget");
     assert!(
         (basis - step).abs() <= 1e-9 * step,

@@ -83,6 +83,11 @@ const PARTIAL_PRIOR: f64 = 0.2;
 /// Above this probability of "only part of the change", `Found` waits for more runs at the
 /// good endpoint and the parent.
 const PARTIAL_DOUBT: f64 = 0.2;
+/// The endpoints' noise is taken to differ when an F test says so at this level.
+const NOISE_RATIO_ALPHA: f64 = 0.01;
+const NOISE_RATIO_MIN_SAMPLES: usize = 8;
+/// The ratio of noise standard deviations used at most (and at least).
+const NOISE_RATIO_RANGE: (f64, f64) = (0.5, 2.0);
 /// Above this probability of "only part of the change", spare hosts also search the range
 /// for the rest of it.
 const PARTIAL_SEARCH: f64 = 0.5;
@@ -161,6 +166,16 @@ impl Stats {
 
     fn mean(&self) -> f64 {
         self.s / self.w
+    }
+
+    /// The same samples with their weights times `f` (a noise variance 1/f times larger).
+    fn scaled(&self, f: f64) -> Stats {
+        Stats {
+            w: self.w * f,
+            s: self.s * f,
+            q: self.q * f,
+            ..*self
+        }
     }
 
     /// Unweighted sum of squares around the unweighted mean.
@@ -388,6 +403,30 @@ fn robust_weights(
     (weights, scale, Some(nu))
 }
 
+/// The bad endpoint's noise variance over the good one's, when the endpoints' samples show
+/// that they differ (an F test at [`NOISE_RATIO_ALPHA`], both sides; at least
+/// [`NOISE_RATIO_MIN_SAMPLES`] each), clamped to [`NOISE_RATIO_RANGE`]; None otherwise.
+fn endpoint_noise_ratio(good: &[f64], bad: &[f64]) -> Option<f64> {
+    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+    let var = |v: &[f64]| {
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64
+    };
+    if good.len() < NOISE_RATIO_MIN_SAMPLES || bad.len() < NOISE_RATIO_MIN_SAMPLES {
+        return None;
+    }
+    let (vg, vb) = (var(good), var(bad));
+    if vg <= 0.0 || vb <= 0.0 || !vg.is_finite() || !vb.is_finite() {
+        return None;
+    }
+    let f = vb / vg;
+    let dist = FisherSnedecor::new((bad.len() - 1) as f64, (good.len() - 1) as f64).ok()?;
+    let p = dist.cdf(f);
+    let (lo, hi) = NOISE_RATIO_RANGE;
+    let typical = NOISE_RATIO_ALPHA / 2.0..=1.0 - NOISE_RATIO_ALPHA / 2.0;
+    (!typical.contains(&p)).then(|| f.clamp(lo * lo, hi * hi))
+}
+
 /// The posterior. `allowed` masks the candidates that may be the culprit.
 ///
 /// `fixed`: the commits carrying a change already known (the descendants of a first change
@@ -527,6 +566,9 @@ pub(crate) fn belief(
         sig_of[c] = id;
     }
 
+    let noise_ratio = good_i
+        .zip(bad_i)
+        .and_then(|(g, b)| endpoint_noise_ratio(&zs[g], &zs[b]));
     // Marginal likelihood per signature (constants shared by all hypotheses dropped).
     let prior = delta_prior(settings);
     let count = total.n;
@@ -556,29 +598,53 @@ pub(crate) fn belief(
             above.add(&b[1]);
             sig_stats.push((total.sub(&above), above));
             // Within each group, the points carrying this change against the others: the
-            // step's information h and its estimate d pool the groups' contrasts.
-            let (mut h, mut x) = (0.0, 0.0);
-            for (t, bg) in totals.iter().zip(&b) {
-                let g = t.sub(bg);
-                if g.w > 1e-12 && bg.w > 1e-12 {
-                    let hg = g.w * bg.w / (g.w + bg.w);
-                    h += hg;
-                    x += hg * (bg.mean() - g.mean());
+            // step's information h and its estimate d pool the groups' contrasts. `r2`: the
+            // noise variance of the points carrying the change over that of the others.
+            let fit = |r2: f64| -> Option<(f64, f64, f64, f64)> {
+                let (mut h, mut x, mut ss) = (0.0, 0.0, 0.0);
+                for (t, bg) in totals.iter().zip(&b) {
+                    let g = t.sub(bg);
+                    let bg = bg.scaled(1.0 / r2);
+                    let mut both = g;
+                    both.add(&bg);
+                    ss += both.ss();
+                    if g.w > 1e-12 && bg.w > 1e-12 {
+                        let hg = g.w * bg.w / (g.w + bg.w);
+                        h += hg;
+                        x += hg * (bg.mean() - g.mean());
+                    }
                 }
-            }
-            if h <= 1e-12 {
+                if h <= 1e-12 {
+                    return None;
+                }
+                let d = x / h;
+                let ssw = (ss - x * x / h).max(0.0) + floor;
+                let ml = log_sum_exp(prior.iter().map(|&(pi, mu, tau)| {
+                    let gg = tau * tau / scale2;
+                    pi.ln()
+                        - 0.5 * (1.0 + h * gg).ln()
+                        - power * (ssw + (d - mu).powi(2) / (1.0 / h + gg)).ln()
+                }));
+                // The density of the changed points' samples under a noise r times larger.
+                Some((ml - temper * above.n * 0.5 * r2.ln(), d, ssw, h))
+            };
+            let Some((ml, d, ssw, _)) = fit(1.0) else {
                 sig_fit.push((0.0, ss0));
                 return log_ml0;
-            }
-            let d = x / h;
-            let ssw = (ss0 - x * x / h).max(0.0) + floor;
+            };
             sig_fit.push((d, ssw));
-            log_sum_exp(prior.iter().map(|&(pi, mu, tau)| {
-                let gg = tau * tau / scale2;
-                pi.ln()
-                    - 0.5 * (1.0 + h * gg).ln()
-                    - power * (ssw + (d - mu).powi(2) / (1.0 / h + gg)).ln()
-            }))
+            // The noise may change with the change (a change that makes runs noisier, a
+            // side that lands on a busier code path): when the endpoints show it clearly,
+            // every hypothesis judges the changed side with that ratio, so a step that
+            // doubles the noise is not judged with one pooled scale (which cost 2.6× the
+            // runs of a clean step in bisect-sim). One ratio for all: a ratio chosen per
+            // hypothesis let a wrong one absorb a misplaced point in an inflated side.
+            // Not for a further change point: given a known change, a further "step" that
+            // moved the noise alone would stand for the known change's own noisier side.
+            match noise_ratio {
+                Some(r2) if fixed.is_none() => fit(r2).map_or(ml, |f| f.0),
+                _ => ml,
+            }
         })
         .collect();
 
@@ -1031,6 +1097,7 @@ fn predict(b: &Belief, costs: crate::Costs, conf: f64, hosts: u32) -> Prediction
         runs,
         builds,
         machine_secs,
+        step_in_noise: d,
     }
 }
 
@@ -1287,6 +1354,14 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
         }
     }
     let decision = decide_with(graph, ev, settings, &allowed, &b, conf, &mut findings);
+    if findings.prediction.is_none()
+        && matches!(decision, Decision::Done(Outcome::Inconclusive { .. }))
+        && b.samples > 0
+    {
+        // A bisect that ran out while its endpoints were still being topped up: what more
+        // would cost is still the question (for its reason and for the budget rule).
+        findings.prediction = Some(predict(&b, ev.costs, conf, settings.idle_hosts));
+    }
     if findings.changes.is_empty() && b.no_change < 0.5 {
         findings.changes = vec![change_point(
             graph,
@@ -1879,6 +1954,39 @@ fn decide_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_noise_ratio_is_used_only_when_the_endpoints_show_it() {
+        // Deterministic "noise": a fixed pattern scaled per side.
+        let pattern = [
+            -1.2, 0.4, 0.9, -0.3, 1.5, -0.8, 0.1, -0.6, 1.1, -1.1, 0.7, -0.7,
+        ];
+        // 24 samples a side: with 12, a doubled noise (F = 4 on 11 and 11 degrees of
+        // freedom) is not yet clear at 1%.
+        let side = |scale: f64, level: f64| -> Vec<f64> {
+            pattern
+                .iter()
+                .chain(pattern.iter().rev())
+                .map(|x| level + scale * x)
+                .collect()
+        };
+        // Same noise, different levels: no ratio.
+        assert_eq!(
+            endpoint_noise_ratio(&side(0.02, 0.0), &side(0.02, 0.03)),
+            None
+        );
+        // Twice the noise after the change: the variance ratio, 4.
+        let r2 = endpoint_noise_ratio(&side(0.02, 0.0), &side(0.04, 0.03)).unwrap();
+        assert!((r2 - 4.0).abs() < 1e-9, "{r2}");
+        // Three times: clamped to the range's end.
+        let r2 = endpoint_noise_ratio(&side(0.02, 0.0), &side(0.06, 0.03)).unwrap();
+        assert!((r2 - 4.0).abs() < 1e-9, "{r2}");
+        // Too few samples to tell.
+        assert_eq!(
+            endpoint_noise_ratio(&side(0.02, 0.0)[..5], &side(0.08, 0.03)[..5]),
+            None
+        );
+    }
 
     #[test]
     fn paired_e_value_sides_and_bound() {

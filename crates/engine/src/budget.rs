@@ -96,16 +96,8 @@ impl Forecast {
         Some(Forecast {
             runs: p.runs,
             steps: steps as u32,
-            step_in_noise: step_in_noise(findings.change, findings.noise),
+            step_in_noise: Some(p.step_in_noise).filter(|d| d.is_finite()),
         })
-    }
-}
-
-/// |change| / noise, when both are measured and the noise is not zero.
-pub fn step_in_noise(change: Option<f64>, noise: Option<f64>) -> Option<f64> {
-    match (change, noise) {
-        (Some(c), Some(n)) if n > 0.0 && c.is_finite() => Some(c.abs() / n),
-        _ => None,
     }
 }
 

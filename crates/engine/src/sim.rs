@@ -291,7 +291,22 @@ pub fn run_trial_budgeted(
         runs as f64 + built.len() as f64 * world.lab.build_cost
     };
     loop {
-        let explained = decide_explained(&world.graph, &ev, &settings);
+        let mut explained = decide_explained(&world.graph, &ev, &settings);
+        // As the server does: a bisect that just ran out of its budget may finish when
+        // what is left is small beside what it used; the engine then decides again.
+        let used = ev.runs_spent() + ev.runs_pending();
+        if let Some(b) = &mut budget
+            && matches!(
+                explained.decision,
+                Decision::Done(Outcome::Inconclusive { .. })
+            )
+            && used >= settings.max_runs
+            && let Some(f) = Forecast::of(&explained.findings)
+            && b.settle(&f, used).is_some()
+        {
+            settings.max_runs = b.runs;
+            explained = decide_explained(&world.graph, &ev, &settings);
+        }
         let decision = explained.decision;
         observe(&decision, &ev);
         if first_prediction.is_none()
