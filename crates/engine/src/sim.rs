@@ -4,7 +4,7 @@
 //! Used by the `bisect-sim` binary and by tests. The noise is drawn from a seeded generator,
 //! so every trial is reproducible from its seed.
 
-use crate::decide::{Decision, Outcome, Point, Request, Settings};
+use crate::types::{Decision, Outcome, Point, Request, Settings};
 use crate::{CandidateGraph, Evidence, decide};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
