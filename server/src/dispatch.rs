@@ -8,7 +8,7 @@
 //! wake-ups for the others. The fallback loop only adds wake-ups a lost notification missed,
 //! and notices hosts that went silent.
 
-use crate::AppState;
+use crate::state::AppState;
 use crate::store::{allocation, wakeups};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -13,8 +13,8 @@
 //! Fetches block (the git command, bounded by its stall timeout) and run in `spawn_blocking`;
 //! fetches into one mirror directory of this process take turns (`local_turn`).
 
-use crate::AppState;
 use crate::git::{self, GitError, Range, RangeError};
+use crate::state::AppState;
 use crate::store::fetches::{self, FETCH_LOCK_CLASS};
 use sqlx::Connection;
 use std::collections::HashMap;

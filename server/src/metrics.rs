@@ -4,7 +4,7 @@
 //! its own); queue depth, bisects, hosts and the outbox are read from the database at scrape
 //! time, so every replica reports the same shared state.
 
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;

@@ -1,7 +1,7 @@
 //! The task queue in PostgreSQL: claim with `FOR UPDATE SKIP LOCKED`, leases renewed by
 //! heartbeats, expired leases handed back, LISTEN/NOTIFY to wake long-polling workers.
 
-use crate::AppState;
+use crate::state::AppState;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,7 @@
 //! keys take `FOR KEY SHARE` on it) never wait for a decision. Advances are caused by
 //! wake-ups (`store::wakeups`) and run by `dispatch`, never on the path of an upload.
 
-use crate::AppState;
+use crate::state::AppState;
 use crate::store::{allocation, wakeups};
 use perfbisect_engine::{
     Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide_explained,

@@ -1,10 +1,10 @@
 //! Submitting, reading, listing and cancelling bisects.
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::git::{self, RangeError};
+use crate::state::AppState;
 use crate::store::summaries;
 use axum::Json;
 use axum::extract::{Path, Query, State};

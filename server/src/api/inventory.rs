@@ -5,9 +5,9 @@
 //! handler): its worker keeps polling and gets no task until an operator releases it.
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::{Operator, WorkerHost};
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
 use chrono::{DateTime, Utc};

@@ -4,9 +4,9 @@
 //! a job spec that names a config (and whose hash identifies a measurement) always means the
 //! same config.
 
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;

@@ -5,8 +5,8 @@
 //! build, run command and format, hence the same names). A job never run before is accepted
 //! as is: nothing is known about it yet (`perfbisect metrics` checks a saved output offline).
 
-use crate::AppState;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Query, State};
 use perfbisect_wire::api::ErrorBody;

@@ -21,8 +21,8 @@ pub(crate) use bisects::{load_bisect, summary_change};
 pub(crate) use inventory::load_all as load_inventory;
 pub(crate) use tasks::get_task;
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};

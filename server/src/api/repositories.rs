@@ -1,9 +1,9 @@
 //! Registering repositories; the server mirrors each one in the background (`fetcher`).
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -4,9 +4,9 @@
 //! task it lost (the attempt counts: the task may be what brought the host down).
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::WorkerHost;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

@@ -1,9 +1,9 @@
 //! Watches: create, change, list; the push webhook; series and change points.
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

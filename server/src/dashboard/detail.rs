@@ -4,8 +4,8 @@
 use super::error::PageError;
 use super::format::{self, short_sha};
 use super::plot::{self, Cell, Column, Verdict};
-use crate::AppState;
 use crate::api::load_bisect;
+use crate::state::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::header;

@@ -2,7 +2,7 @@
 
 use super::error::PageError;
 use super::format::{self, short_sha};
-use crate::AppState;
+use crate::state::AppState;
 use askama::Template;
 use axum::extract::State;
 use axum::response::Html;

@@ -2,8 +2,8 @@
 
 use super::error::PageError;
 use super::format::{self, short_sha};
-use crate::AppState;
 use crate::api::load_bisect;
+use crate::state::AppState;
 use crate::store::summaries::{self, ListFilter};
 use askama::Template;
 use axum::extract::{Query, State};

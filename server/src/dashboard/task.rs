@@ -4,8 +4,8 @@
 
 use super::error::PageError;
 use super::format::{self, short_sha};
-use crate::AppState;
 use crate::api::get_task;
+use crate::state::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::response::Html;

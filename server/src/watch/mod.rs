@@ -15,7 +15,7 @@ pub mod open;
 pub mod poll;
 pub mod series;
 
-use crate::AppState;
+use crate::state::AppState;
 use std::time::Duration;
 
 /// The watch loop: polls the watches that are due, analyses every enabled watch's series,

@@ -1,7 +1,7 @@
 //! From a change to its bisect: once per (repository, job, range), through the same code as
 //! `POST /api/v1/bisects`.
 
-use crate::AppState;
+use crate::state::AppState;
 use perfbisect_wire::api::SubmitBisect;
 
 #[derive(Debug, sqlx::FromRow)]
