@@ -105,7 +105,7 @@ pub async fn settle(
          {how}.",
         p.runs, p.builds
     );
-    crate::scheduler::event(&mut *tx, bisect, "budget", &message).await?;
+    crate::store::events::record(&mut *tx, bisect, "budget", &message).await?;
     Ok(Some(budget))
 }
 

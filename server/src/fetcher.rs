@@ -243,7 +243,7 @@ async fn resolve_waiting(
             .await?;
             crate::store::candidates::insert(&mut tx, w.id, range).await?;
             let story = submitted_story(range, &w.good_rev, &w.bad_rev);
-            crate::scheduler::event(&mut *tx, w.id, "submitted", &story).await?;
+            crate::store::events::record(&mut *tx, w.id, "submitted", &story).await?;
             crate::store::wakeups::wake(&mut *tx, w.id, crate::store::wakeups::Reason::Submitted)
                 .await?;
         }

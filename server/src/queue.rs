@@ -160,7 +160,7 @@ pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
         }
         // A watch's measurement has no bisect to tell or advance.
         let Some(bisect) = bisect else { continue };
-        crate::scheduler::event(
+        crate::store::events::record(
             &state.db,
             bisect,
             "lease_expired",

@@ -8,7 +8,7 @@
 //! wake-ups (`store::wakeups`) and run by `dispatch`, never on the path of an upload.
 
 use crate::state::AppState;
-use crate::store::{allocation, wakeups};
+use crate::store::{allocation, events, wakeups};
 use perfbisect_engine::{
     Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide_explained,
 };
@@ -32,22 +32,6 @@ struct BisectRow {
     tbox_group: String,
     runs_per_task: i32,
     assessed_round: i64,
-}
-
-/// Records a line of the bisect's story.
-pub async fn event<'e>(
-    db: impl sqlx::PgExecutor<'e>,
-    bisect: i64,
-    kind: &str,
-    message: &str,
-) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO bisect_events (bisect_id, kind, message) VALUES ($1, $2, $3)")
-        .bind(bisect)
-        .bind(kind)
-        .bind(message)
-        .execute(db)
-        .await?;
-    Ok(())
 }
 
 #[derive(sqlx::FromRow)]
@@ -380,7 +364,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                             format!("Measuring {} runs of {}.", req.runs, &sha[..12])
                         }
                     };
-                    event(&mut *tx, bisect, "measure", &format!("{what}\n{why}")).await?;
+                    events::record(&mut *tx, bisect, "measure", &format!("{what}\n{why}")).await?;
                     queued += 1;
                 }
                 if queued > 0 {
@@ -518,7 +502,7 @@ pub async fn finish(
     .bind(bisect)
     .execute(&mut *tx)
     .await?;
-    event(&mut *tx, bisect, status, reason).await?;
+    events::record(&mut *tx, bisect, status, reason).await?;
     // The hosts it held are shared among the group's other bisects now.
     wakeups::wake_group_of(&mut *tx, bisect, wakeups::Reason::ShareChanged).await?;
     // Its own last advance stores its final change (readers compute it until then).

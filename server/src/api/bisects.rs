@@ -254,7 +254,7 @@ pub(crate) async fn submit(
     let stored = std::time::Instant::now();
     crate::store::candidates::insert(&mut tx, id, &range).await?;
     let story = crate::fetcher::submitted_story(&range, &req.good, &req.bad);
-    crate::scheduler::event(&mut *tx, id, "submitted", &story).await?;
+    crate::store::events::record(&mut *tx, id, "submitted", &story).await?;
     // Committed with the bisect: should the first advance below fail, the scheduler retries.
     crate::store::wakeups::wake(&mut *tx, id, crate::store::wakeups::Reason::Submitted).await?;
     crate::store::wakeups::wake_group_queued(&mut *tx, &spec.tbox_group, id).await?;
@@ -364,7 +364,7 @@ async fn store_waiting(
         crate::budget::initial(req.max_runs, state.max_runs_ceiling),
     )
     .await?;
-    crate::scheduler::event(
+    crate::store::events::record(
         &mut *tx,
         id,
         "fetching",

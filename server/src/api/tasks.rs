@@ -280,7 +280,7 @@ async fn hand_back(
     let bisect = bisect
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
     if let Some(bisect) = bisect {
-        crate::scheduler::event(
+        crate::store::events::record(
             &state.db,
             bisect,
             "handed_back",
@@ -352,7 +352,7 @@ async fn interrupted(
             Some(_) => format!("now {task_state}"),
             None => "already handed back to the queue".to_string(),
         };
-        crate::scheduler::event(
+        crate::store::events::record(
             &state.db,
             bisect,
             "interrupted",

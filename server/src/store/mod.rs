@@ -6,6 +6,7 @@
 pub mod allocation;
 pub mod assessments;
 pub mod candidates;
+pub mod events;
 pub mod fetches;
 pub mod jobs;
 pub mod summaries;
