@@ -7,6 +7,7 @@ pub mod allocator;
 pub mod api;
 pub mod assessing;
 pub mod auth;
+pub mod bisect_view;
 pub mod budget;
 pub mod change;
 pub mod config;

@@ -17,7 +17,6 @@ pub(crate) mod watches;
 mod workers;
 
 pub(crate) use bisects::submit as submit_bisect;
-pub(crate) use bisects::{load_bisect, summary_change};
 pub(crate) use inventory::load_all as load_inventory;
 pub(crate) use tasks::get_task;
 
