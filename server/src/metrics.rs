@@ -90,7 +90,7 @@ async fn render(state: &AppState) -> anyhow::Result<String> {
                      ELSE 'idle' END AS state, count(*)
          FROM hosts h GROUP BY 1",
     )
-    .bind(crate::scheduler::LIVE_HOST_WINDOW_SECS as f64)
+    .bind(crate::store::allocation::LIVE_HOST_WINDOW_SECS as f64)
     .fetch_all(db)
     .await?;
     let outbox: Vec<(String, i64)> = sqlx::query_as(

@@ -8,15 +8,12 @@
 //! wake-ups (`store::wakeups`) and run by `dispatch`, never on the path of an upload.
 
 use crate::state::AppState;
+use crate::store::allocation::LIVE_HOST_WINDOW_SECS;
 use crate::store::{allocation, events, wakeups};
 use perfbisect_engine::{
     Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide_explained,
 };
 use std::collections::HashMap;
-
-/// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
-/// dashboard). Idle workers long-poll well within it, busy ones heartbeat.
-pub const LIVE_HOST_WINDOW_SECS: i64 = 120;
 
 #[derive(sqlx::FromRow)]
 struct BisectRow {

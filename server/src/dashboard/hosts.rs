@@ -11,7 +11,7 @@ use perfbisect_wire::worker::MachineInfo;
 
 /// A host not heard from for this long is stale: the window in which the scheduler counts a
 /// host as alive.
-pub use crate::scheduler::LIVE_HOST_WINDOW_SECS as STALE_AFTER_SECS;
+pub use crate::store::allocation::LIVE_HOST_WINDOW_SECS as STALE_AFTER_SECS;
 
 #[derive(sqlx::FromRow)]
 struct HostRow {
