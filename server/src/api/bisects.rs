@@ -167,7 +167,10 @@ pub(crate) async fn submit(
         )
     })?;
     // A repository registered under an older, looser policy is not fetched again.
-    crate::url_policy::check_for_request(&state.mirrors, &url, "repository").await?;
+    state
+        .mirrors
+        .check_url_for_request(&url, "repository")
+        .await?;
     let phase = std::time::Instant::now();
     let resolution = match repo_state.as_str() {
         "failed" => {
