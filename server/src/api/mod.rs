@@ -13,7 +13,7 @@ mod reports;
 mod repositories;
 mod tasks;
 mod tokens;
-pub(crate) mod watches;
+mod watches;
 mod workers;
 
 pub(crate) use bisects::submit as submit_bisect;

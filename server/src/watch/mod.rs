@@ -9,11 +9,13 @@
 //!   records each change point, deciding whether it opens a bisect.
 //! - `open.rs` — opens the bisect of a change through the same code as `POST
 //!   /api/v1/bisects`, once per (repository, job, range).
+//! - `view.rs` — watches, series and change points as the API and the dashboard show them.
 
 pub mod analyze;
 pub mod open;
 pub mod poll;
 pub mod series;
+pub mod view;
 
 use crate::state::AppState;
 use std::time::Duration;
