@@ -17,7 +17,6 @@ mod watches;
 mod workers;
 
 pub(crate) use bisects::submit as submit_bisect;
-pub(crate) use inventory::load_all as load_inventory;
 pub(crate) use tasks::get_task;
 
 use crate::error::ApiError;

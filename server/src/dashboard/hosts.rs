@@ -163,7 +163,7 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
             }
         })
         .collect();
-    let inventory = crate::api::load_inventory(&state.db)
+    let inventory = crate::store::inventory::all(&state.db)
         .await?
         .into_iter()
         .map(|h| inventory_view(h, now))

@@ -8,6 +8,7 @@ pub mod assessments;
 pub mod candidates;
 pub mod events;
 pub mod fetches;
+pub mod inventory;
 pub mod jobs;
 pub mod summaries;
 pub mod wakeups;
