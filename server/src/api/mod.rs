@@ -17,7 +17,6 @@ mod watches;
 mod workers;
 
 pub(crate) use bisects::submit as submit_bisect;
-pub(crate) use tasks::get_task;
 
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -11,6 +11,7 @@ pub mod fetches;
 pub mod inventory;
 pub mod jobs;
 pub mod summaries;
+pub mod tasks;
 pub mod wakeups;
 
 /// The `status IN (...)` list of bisects still being worked on.
