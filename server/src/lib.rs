@@ -34,6 +34,7 @@ pub mod report_input;
 pub mod scheduler;
 pub mod state;
 pub mod store;
+pub mod submission;
 pub mod tls;
 pub mod url_policy;
 pub mod watch;

@@ -16,8 +16,6 @@ mod tokens;
 mod watches;
 mod workers;
 
-pub(crate) use bisects::submit as submit_bisect;
-
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::Router;

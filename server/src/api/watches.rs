@@ -147,7 +147,7 @@ async fn create_watch(
         JobSpecError::Syntax(_) => ApiError::bad("job", e.to_string()),
         JobSpecError::Invalid { key, .. } => ApiError::bad(&format!("job.{key}"), e.to_string()),
     })?;
-    super::kconfigs::check_job(&state, &spec).await?;
+    crate::submission::check_kconfig(&state, &spec).await?;
     let repo: Option<i64> = sqlx::query_scalar("SELECT id FROM repositories WHERE name = $1")
         .bind(&req.repository)
         .fetch_optional(&state.db)
