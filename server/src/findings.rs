@@ -76,6 +76,7 @@ pub fn to_wire(graph: &CandidateGraph, f: &Findings, costs: Costs) -> EngineFind
             runs: p.runs,
             builds: p.builds,
             machine_secs: p.machine_secs,
+            step_in_noise: Some(p.step_in_noise).filter(|d| d.is_finite()),
         }),
         changes: f.changes.iter().map(|c| change_point(graph, c)).collect(),
         more_than_one_change: f.misfit,

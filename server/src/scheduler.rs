@@ -257,7 +257,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         state.graphs.forget(bisect);
         return Ok(true);
     }
-    let settings = Settings {
+    let mut settings = Settings {
         confidence: row.confidence,
         runs_per_request: row.runs_per_task.max(1) as u32,
         max_runs: row.max_runs.max(1) as u32,
@@ -272,7 +272,22 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         ..Settings::default()
     };
     // The engine is pure and synchronous; a panic in it must fail this bisect, not the server.
-    let decided = std::panic::catch_unwind(|| decide_explained(graph, &evidence, &settings));
+    let decide_with =
+        |s: &Settings| std::panic::catch_unwind(|| decide_explained(graph, &evidence, s));
+    let mut decided = decide_with(&settings);
+    let used = evidence.runs_spent() + evidence.runs_pending();
+    // A bisect that just ran out of its budget may finish when what is left is small beside
+    // what it used (the engine's budget rule): the engine decides again under the new one.
+    if let Ok(e) = &decided
+        && matches!(e.decision, Decision::Done(Outcome::Inconclusive { .. }))
+        && used >= settings.max_runs
+    {
+        let findings = crate::findings::to_wire(graph, &e.findings, evidence.costs);
+        if let Some(runs) = crate::budget::settle(&mut tx, bisect, &findings, used).await? {
+            settings.max_runs = runs;
+            decided = decide_with(&settings);
+        }
+    }
     let prediction;
     let (decision, assessments) = match decided {
         Ok(e) => {
@@ -280,7 +295,6 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             crate::budget::carry_prediction(&mut tx, bisect, &mut findings).await?;
             crate::findings::store(&mut tx, bisect, &findings).await?;
             if !matches!(e.decision, Decision::Done(_)) {
-                let used = evidence.runs_spent() + evidence.runs_pending();
                 crate::budget::settle(&mut tx, bisect, &findings, used).await?;
             }
             prediction = findings.prediction;

@@ -185,6 +185,19 @@ async fn the_default_budget_follows_the_prediction_under_the_ceiling() {
         )),
         "{event}"
     );
+    // It keeps the step it was set from (in noise standard deviations), which sets it
+    // again if later runs show a smaller step.
+    let basis: Option<f64> = sqlx::query_scalar("SELECT budget_basis FROM bisects WHERE id = $1")
+        .bind(id)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    let step = predicted["step_in_noise"].as_f64().unwrap();
+    let basis = basis.expect("the basis is stored with the budget");
+    assert!(
+        (basis - step).abs() <= 1e-9 * step,
+        "{basis} against {step}"
+    );
     // The page shows the prediction and the budget.
     let page = dashboard_page(&f, id).await;
     assert!(page.contains("id=\"prediction\">about "), "{page}");

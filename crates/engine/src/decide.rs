@@ -3,9 +3,6 @@
 use crate::types::{Assessment, Decision, Explained, Findings, Settings, Strategy};
 use crate::{CandidateGraph, Evidence};
 
-// `sim.rs` still names `crate::decide::Phase`; drop this once it names `crate::types::Phase`.
-pub(crate) use crate::types::Phase;
-
 /// The decision for the current evidence, plus the per-point assessments that explain it.
 pub fn decide(
     graph: &CandidateGraph,

@@ -165,6 +165,9 @@ pub struct Prediction {
     pub builds: u32,
     /// `runs × run cost + builds × build cost`, when both costs are measured.
     pub machine_secs: Option<f64>,
+    /// |step| / noise of one run that the prediction was made from (the most probable
+    /// hypothesis over every sample so far).
+    pub step_in_noise: f64,
 }
 
 /// What the engine measured about the range, beside its decision (for the API and report).

@@ -309,12 +309,15 @@ fn first_parent_mode_answers_with_a_mainline_commit() {
 
 #[test]
 fn a_known_magnitude_saves_runs() {
-    let (mut plain, mut told) = (0, 0);
-    for seed in 0..12 {
+    // The saving is about 5% of the runs (bisect-sim, 400 trials at n = 300, CV 2%: 91.2
+    // against 86.7), and one bisect's runs scatter by about 40% of their mean; so the
+    // comparison is paired, over enough seeds that a 5% saving shows.
+    let (mut plain, mut told, mut missed) = (0, 0, 0);
+    for seed in 0..60 {
         let w = world(
             seed,
             300,
-            Some(50 + 17 * seed as usize),
+            Some(50 + 17 * (seed as usize % 12)),
             Noise::Gaussian { cv: 0.02 },
         );
         let base = Settings {
@@ -328,9 +331,12 @@ fn a_known_magnitude_saves_runs() {
             ..base
         };
         let t = run_trial(&w, &hinted, seed);
-        assert!(t.correct(&w), "seed {seed}: {t:?}");
+        // At 99% confidence about one bisect in 100 may name a wrong commit (seed 22 names
+        // a neighbour of the planted one): count them rather than demand none.
+        missed += usize::from(!t.correct(&w));
         told += t.runs;
     }
+    assert!(missed <= 2, "{missed} of 60 hinted bisects missed");
     assert!(told < plain, "with magnitude {told} runs, without {plain}");
 }
 

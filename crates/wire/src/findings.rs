@@ -34,6 +34,9 @@ pub struct BudgetPrediction {
     pub runs: u32,
     pub builds: u32,
     pub machine_secs: Option<f64>,
+    /// |step| / noise of one run the prediction was made from.
+    #[serde(default)]
+    pub step_in_noise: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -14,14 +14,17 @@
 //! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr,
 //! second (size of a second change at another random commit), drift (relative per run),
 //! warmup (relative slowdown of the first runs, decaying over 20 runs), noiseafter (noise
-//! multiplier at commits that carry the change), build (a build's cost in runs).
-//! noise also takes skewed (one-sided multiplicative) and outliers.
+//! multiplier at commits that carry the change), build (a build's cost in runs), budget (product: the
+//! product's budget, set from the engine's predictions under max).
+//! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
+//! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
 //! is not right); wrong = a commit named that is not a planted culprit; M = machine time in
 //! runs (runs + builds × build cost).
 
+use perfbisect_engine::budget::Budget;
 use perfbisect_engine::sim::{
-    Baseline, Lab, Noise, Trial, World, run_baseline, run_trial, run_trial_observed,
+    Baseline, Lab, Noise, Trial, World, run_baseline, run_trial_budgeted,
 };
 use perfbisect_engine::synth::{self, Shape, SplitMix};
 use perfbisect_engine::{
@@ -53,6 +56,8 @@ struct Cell {
     warmup: f64,
     noise_after: f64,
     build: f64,
+    /// The product's budget: set from the engine's predictions under `max_runs`.
+    product_budget: bool,
 }
 
 impl Default for Cell {
@@ -78,6 +83,7 @@ impl Default for Cell {
             warmup: 0.0,
             noise_after: 1.0,
             build: 1.0,
+            product_budget: false,
         }
     }
 }
@@ -111,6 +117,8 @@ impl Cell {
                 "warmup" => c.warmup = num()?,
                 "noiseafter" => c.noise_after = num()?,
                 "build" => c.build = num()?,
+                "budget" if v == "product" => c.product_budget = true,
+                "budget" => c.product_budget = false,
                 _ => return Err(format!("unknown key {k:?}")),
             }
         }
@@ -158,6 +166,9 @@ impl Cell {
         if self.max_runs != 3000 {
             s += &format!(" max={}", self.max_runs);
         }
+        if self.product_budget {
+            s += " budget=product";
+        }
         if !self.change {
             s += " NO-CHANGE";
         }
@@ -172,6 +183,7 @@ impl Cell {
             "drift" => Noise::Drift { cv },
             "skewed" => Noise::Skewed { cv },
             "outliers" => Noise::Outliers { cv },
+            "slowruns" => Noise::SlowRuns { cv },
             _ => Noise::Gaussian { cv },
         }
     }
@@ -239,12 +251,24 @@ impl Cell {
         }
     }
 
+    /// The product's budget under `max_runs`, when the cell asks for it.
+    fn budget(&self) -> Option<Budget> {
+        self.product_budget
+            .then(|| Budget::new(None, self.max_runs))
+    }
+
     fn trial(&self, seed: u64) -> (Trial, World) {
         let world = self.world(seed);
         let trial = match self.engine.as_str() {
             "git" => run_baseline(&world, Baseline::PlainGit, seed),
             "lkp3" => run_baseline(&world, Baseline::FixedRuns3, seed),
-            _ => run_trial(&world, &self.settings(), seed),
+            _ => run_trial_budgeted(
+                &world,
+                &self.settings(),
+                self.budget(),
+                seed,
+                &mut |_, _| {},
+            ),
         };
         (trial, world)
     }
@@ -304,9 +328,12 @@ fn situation_cells() -> Vec<String> {
         "noise=skewed",
         "noise=outliers",
         "n=200 cv=0 build=30",
-        "max=400",
-        "cv=0.05 max=400",
-        "change=no max=400",
+        "max=400 budget=product",
+        "cv=0.05 max=400 budget=product",
+        "change=no max=400 budget=product",
+        // The example repository of the end-to-end tests: 200 commits, a +6% step, 3% noise
+        // with a slow run now and then, two workers.
+        "n=200 delta=0.06 cv=0.03 noise=slowruns w=2 max=400 budget=product",
     ]
     .map(String::from)
     .to_vec()
@@ -325,6 +352,8 @@ struct One {
     rounds: u32,
     stalled: bool,
     phase_runs: [u32; 5],
+    /// Runs the first prediction promised and runs the bisect then took (from there on).
+    prediction: Option<(u32, u32)>,
 }
 
 struct Row {
@@ -344,6 +373,9 @@ struct Row {
     mean_rounds: f64,
     stalls: usize,
     secs: f64,
+    /// Mean runs the first prediction promised and mean runs taken after it (trials with
+    /// one).
+    prediction: Option<(f64, f64)>,
     /// Mean runs by what asked for them (see `Trial::phase_runs`).
     phases: [f64; 5],
 }
@@ -411,6 +443,9 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                                 rounds: trial.rounds,
                                 stalled: trial.stalled,
                                 phase_runs: trial.phase_runs,
+                                prediction: trial
+                                    .first_prediction
+                                    .map(|(used, p)| (p, trial.runs.saturating_sub(used))),
                             }
                         })
                         .collect::<Vec<_>>()
@@ -446,6 +481,16 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
         mean_rounds: rounds.iter().map(|&x| x as f64).sum::<f64>() / k,
         stalls: results.iter().filter(|r| r.stalled).count(),
         secs: start.elapsed().as_secs_f64(),
+        prediction: {
+            let with: Vec<(u32, u32)> = results.iter().filter_map(|r| r.prediction).collect();
+            let m = with.len() as f64;
+            (!with.is_empty()).then(|| {
+                (
+                    with.iter().map(|x| f64::from(x.0)).sum::<f64>() / m,
+                    with.iter().map(|x| f64::from(x.1)).sum::<f64>() / m,
+                )
+            })
+        },
         phases: std::array::from_fn(|i| {
             results.iter().map(|r| r.phase_runs[i] as f64).sum::<f64>() / k
         }),
@@ -646,7 +691,7 @@ fn main() {
         let mut observe = |d: &Decision, ev: &Evidence| {
             println!("[{} runs] {d:?}", ev.runs_spent());
         };
-        let t = run_trial_observed(&world, &cell.settings(), seed, &mut observe);
+        let t = run_trial_budgeted(&world, &cell.settings(), cell.budget(), seed, &mut observe);
         println!("{t:?}");
         return;
     }
@@ -688,6 +733,12 @@ fn main() {
                 "|   runs by phase: reproducing {:.1}, searching at endpoints {:.1}, searching elsewhere {:.1}, verification couples {:.1}, predictive check's search {:.1}",
                 p[0], p[1], p[2], p[3], p[4]
             );
+            if let Some((promised, taken)) = row.prediction {
+                println!(
+                    "|   first prediction: {promised:.1} more runs; taken after it: {taken:.1} ({:.2}×)",
+                    taken / promised.max(1e-9)
+                );
+            }
         }
     }
 }
