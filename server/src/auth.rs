@@ -4,8 +4,8 @@
 //! enrollment tokens register workers, and each worker acts with its own worker token.
 //! Only SHA-256 hashes of tokens are stored.
 
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::middleware::Next;

@@ -68,7 +68,7 @@ pub async fn settle(
     .execute(&mut *tx)
     .await?;
     let message = event_message(&budget, reason, p, used);
-    crate::scheduler::event(&mut *tx, bisect, "budget", &message).await?;
+    crate::store::events::record(&mut *tx, bisect, "budget", &message).await?;
     Ok(Some(budget.runs))
 }
 

@@ -8,7 +8,7 @@
 //! wake-ups for the others. The fallback loop only adds wake-ups a lost notification missed,
 //! and notices hosts that went silent.
 
-use crate::AppState;
+use crate::state::AppState;
 use crate::store::{allocation, wakeups};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -124,9 +124,7 @@ async fn fallback(state: AppState) {
             tracing::warn!(error = %e, "scheduler fallback");
         }
         // Hosts that went silent leave their group's shares to the others.
-        match allocation::live_hosts_by_group(&state.db, crate::scheduler::LIVE_HOST_WINDOW_SECS)
-            .await
-        {
+        match allocation::live_hosts_by_group(&state.db, allocation::LIVE_HOST_WINDOW_SECS).await {
             Ok(now) => {
                 for (group, n) in &now {
                     if live.get(group).is_some_and(|before| before != n)

@@ -13,8 +13,8 @@
 //! Fetches block (the git command, bounded by its stall timeout) and run in `spawn_blocking`;
 //! fetches into one mirror directory of this process take turns (`local_turn`).
 
-use crate::AppState;
 use crate::git::{self, GitError, Range, RangeError};
+use crate::state::AppState;
 use crate::store::fetches::{self, FETCH_LOCK_CLASS};
 use sqlx::Connection;
 use std::collections::HashMap;
@@ -243,7 +243,7 @@ async fn resolve_waiting(
             .await?;
             crate::store::candidates::insert(&mut tx, w.id, range).await?;
             let story = submitted_story(range, &w.good_rev, &w.bad_rev);
-            crate::scheduler::event(&mut *tx, w.id, "submitted", &story).await?;
+            crate::store::events::record(&mut *tx, w.id, "submitted", &story).await?;
             crate::store::wakeups::wake(&mut *tx, w.id, crate::store::wakeups::Reason::Submitted)
                 .await?;
         }

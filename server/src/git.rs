@@ -108,6 +108,25 @@ impl Mirrors {
         self.urls.check(url)
     }
 
+    /// Checks `url` against the URL policy off the async threads, for a request: a refusal
+    /// is a 422 naming `field`. A host name whose lookup takes longer than a few seconds is
+    /// left to the fetch, which checks the policy again before it connects.
+    pub async fn check_url_for_request(
+        &self,
+        url: &str,
+        field: &str,
+    ) -> Result<(), crate::error::ApiError> {
+        let (mirrors, owned) = (self.clone(), url.to_string());
+        let lookup = tokio::task::spawn_blocking(move || mirrors.check_url(&owned));
+        match tokio::time::timeout(std::time::Duration::from_secs(5), lookup).await {
+            Ok(Ok(Err(refused))) => Err(crate::error::ApiError::unprocessable(
+                field,
+                format!("refused by the repository URL policy: {refused}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Uses `auth` for every fetch from now on.
     pub fn with_auth(mut self, auth: perfbisect_gitfetch::GitAuth) -> Self {
         self.auth = auth;

@@ -3,7 +3,7 @@
 //! `pg_ctl stop`). An external `DATABASE_URL` is reconnected by the pool on its own; the
 //! server keeps answering 503 (with the reason) until it is back.
 
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use std::path::PathBuf;

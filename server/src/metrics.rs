@@ -4,7 +4,7 @@
 //! its own); queue depth, bisects, hosts and the outbox are read from the database at scrape
 //! time, so every replica reports the same shared state.
 
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -90,7 +90,7 @@ async fn render(state: &AppState) -> anyhow::Result<String> {
                      ELSE 'idle' END AS state, count(*)
          FROM hosts h GROUP BY 1",
     )
-    .bind(crate::scheduler::LIVE_HOST_WINDOW_SECS as f64)
+    .bind(crate::store::allocation::LIVE_HOST_WINDOW_SECS as f64)
     .fetch_all(db)
     .await?;
     let outbox: Vec<(String, i64)> = sqlx::query_as(

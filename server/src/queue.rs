@@ -1,7 +1,7 @@
 //! The task queue in PostgreSQL: claim with `FOR UPDATE SKIP LOCKED`, leases renewed by
 //! heartbeats, expired leases handed back, LISTEN/NOTIFY to wake long-polling workers.
 
-use crate::AppState;
+use crate::state::AppState;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -160,7 +160,7 @@ pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
         }
         // A watch's measurement has no bisect to tell or advance.
         let Some(bisect) = bisect else { continue };
-        crate::scheduler::event(
+        crate::store::events::record(
             &state.db,
             bisect,
             "lease_expired",

@@ -7,16 +7,13 @@
 //! keys take `FOR KEY SHARE` on it) never wait for a decision. Advances are caused by
 //! wake-ups (`store::wakeups`) and run by `dispatch`, never on the path of an upload.
 
-use crate::AppState;
-use crate::store::{allocation, wakeups};
+use crate::state::AppState;
+use crate::store::allocation::LIVE_HOST_WINDOW_SECS;
+use crate::store::{allocation, events, wakeups};
 use perfbisect_engine::{
     Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide_explained,
 };
 use std::collections::HashMap;
-
-/// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
-/// dashboard). Idle workers long-poll well within it, busy ones heartbeat.
-pub const LIVE_HOST_WINDOW_SECS: i64 = 120;
 
 #[derive(sqlx::FromRow)]
 struct BisectRow {
@@ -32,22 +29,6 @@ struct BisectRow {
     tbox_group: String,
     runs_per_task: i32,
     assessed_round: i64,
-}
-
-/// Records a line of the bisect's story.
-pub async fn event<'e>(
-    db: impl sqlx::PgExecutor<'e>,
-    bisect: i64,
-    kind: &str,
-    message: &str,
-) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO bisect_events (bisect_id, kind, message) VALUES ($1, $2, $3)")
-        .bind(bisect)
-        .bind(kind)
-        .bind(message)
-        .execute(db)
-        .await?;
-    Ok(())
 }
 
 #[derive(sqlx::FromRow)]
@@ -394,7 +375,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                             format!("Measuring {} runs of {}.", req.runs, &sha[..12])
                         }
                     };
-                    event(&mut *tx, bisect, "measure", &format!("{what}\n{why}")).await?;
+                    events::record(&mut *tx, bisect, "measure", &format!("{what}\n{why}")).await?;
                     queued += 1;
                 }
                 if queued > 0 {
@@ -532,7 +513,7 @@ pub async fn finish(
     .bind(bisect)
     .execute(&mut *tx)
     .await?;
-    event(&mut *tx, bisect, status, reason).await?;
+    events::record(&mut *tx, bisect, status, reason).await?;
     // The hosts it held are shared among the group's other bisects now.
     wakeups::wake_group_of(&mut *tx, bisect, wakeups::Reason::ShareChanged).await?;
     // Its own last advance stores its final change (readers compute it until then).

@@ -199,25 +199,6 @@ fn host_listed(host: &str, hosts: &[String]) -> bool {
     })
 }
 
-/// Checks `url` against the policy of `mirrors` off the async threads, for a request: a
-/// refusal is a 422 naming `field`. A host name whose lookup takes longer than a few seconds
-/// is left to the fetch, which checks the policy again before it connects.
-pub async fn check_for_request(
-    mirrors: &crate::git::Mirrors,
-    url: &str,
-    field: &str,
-) -> Result<(), crate::error::ApiError> {
-    let (mirrors, owned) = (mirrors.clone(), url.to_string());
-    let lookup = tokio::task::spawn_blocking(move || mirrors.check_url(&owned));
-    match tokio::time::timeout(std::time::Duration::from_secs(5), lookup).await {
-        Ok(Ok(Err(refused))) => Err(crate::error::ApiError::unprocessable(
-            field,
-            format!("refused by the repository URL policy: {refused}"),
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// The policy in force (`Mirrors` checks it before each fetch).
 #[derive(Debug, Clone)]
 pub struct UrlPolicy {

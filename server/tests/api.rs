@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use perfbisect_server::AppState;
 use serde_json::{Value, json};
 use sqlx::Connection;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 mod common;
@@ -473,6 +474,102 @@ async fn openapi_document_lists_the_api() {
             "{path} missing from the OpenAPI document"
         );
     }
+    // The served document is `api::openapi()`.
+    let built = serde_json::to_value(perfbisect_server::api::openapi()).unwrap();
+    assert_eq!(doc["paths"], built["paths"]);
+}
+
+/// Every route the router serves, with its methods (HEAD left out: axum adds it to GET), as
+/// axum's `Debug` of the router lists them: `routes: {RouteId(n): MethodRouter(..
+/// allow_header: Bytes(b"GET,HEAD")), ..}` and `node: Node { paths: {RouteId(n): "/path", ..}`.
+fn served_routes(router: &axum::Router) -> BTreeMap<String, BTreeSet<String>> {
+    let debug = format!("{router:?}");
+    // The fallback router's own paths are not routes.
+    let debug = &debug[..debug.find("fallback_router:").expect("axum's Router Debug")];
+    let (routes, node) = debug
+        .split_once("node: Node { paths: {")
+        .expect("axum's Router Debug names its paths");
+    let mut methods: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for entry in routes.split("RouteId(").skip(1) {
+        let (id, rest) = entry.split_once(')').unwrap();
+        let allowed = rest
+            .split_once("allow_header: Bytes(b\"")
+            .and_then(|(_, h)| h.split_once('"'))
+            .map_or("", |(h, _)| h);
+        methods.insert(
+            id,
+            allowed
+                .split(',')
+                .filter(|m| !m.is_empty() && *m != "HEAD")
+                .map(str::to_lowercase)
+                .collect(),
+        );
+    }
+    let mut out = BTreeMap::new();
+    for entry in node.split("RouteId(").skip(1) {
+        let (id, rest) = entry.split_once("): \"").unwrap();
+        let path = rest.split_once('"').unwrap().0.to_string();
+        out.insert(path, methods.get(id).cloned().unwrap_or_default());
+    }
+    out
+}
+
+/// One route list feeds the router and the OpenAPI document: every API route the router
+/// serves is in the document with the same methods, and nothing else is served but the pages.
+#[tokio::test]
+async fn openapi_document_lists_every_route_the_router_serves() {
+    let f = fixture().await;
+    let served = served_routes(&perfbisect_server::api::router(f.state.clone()));
+    let doc = serde_json::to_value(perfbisect_server::api::openapi()).unwrap();
+    let documented: BTreeMap<String, BTreeSet<String>> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(path, item)| {
+            (
+                path.clone(),
+                item.as_object().unwrap().keys().cloned().collect(),
+            )
+        })
+        .collect();
+    let (api, rest): (BTreeMap<_, _>, BTreeMap<_, _>) = served
+        .into_iter()
+        .partition(|(path, _)| path.starts_with("/api/v1/"));
+    assert!(
+        api.len() >= 40,
+        "only {} API routes found: {api:?}",
+        api.len()
+    );
+    assert_eq!(
+        api, documented,
+        "the router's API routes and the OpenAPI document differ"
+    );
+    // Served beside the API, undocumented by design: the dashboard, health, metrics, the
+    // document itself and its Swagger UI.
+    let rest: Vec<&str> = rest.keys().map(String::as_str).collect();
+    assert_eq!(
+        rest,
+        [
+            "/",
+            "/api/openapi.json",
+            "/bisects",
+            "/bisects/{id}",
+            "/bisects/{id}/live",
+            "/docs",
+            "/docs/",
+            "/docs/{*rest}",
+            "/healthz",
+            "/hosts",
+            "/metrics",
+            "/queue",
+            "/static/{name}",
+            "/submit",
+            "/tasks/{id}",
+            "/watches",
+            "/watches/{id}",
+        ],
+        "a route outside /api/v1 (document it, or list it here if it is a page)"
+    );
 }
 
 #[tokio::test]

@@ -24,7 +24,7 @@
 //! step given the first (`belief` with `fixed`), anywhere in the DAG; `Found` when the culprit
 //! survives it, `Outcome::Changes` when there are two.
 
-use crate::decide::{
+use crate::types::{
     Assessment, ChangePoint, Decision, Direction, Explained, Findings, Outcome, Phase, Point,
     Prediction, Request, Settings, Verdict,
 };

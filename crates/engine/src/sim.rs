@@ -5,7 +5,7 @@
 //! so every trial is reproducible from its seed.
 
 use crate::budget::{Budget, Forecast};
-use crate::decide::{Decision, Outcome, Point, Request, Settings};
+use crate::types::{Decision, Outcome, Phase, Point, Request, Settings};
 use crate::{CandidateGraph, Evidence, decide_explained};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -361,11 +361,11 @@ pub fn run_trial_budgeted(
                     let endpoint =
                         r.point == Point::Good || r.point == Point::Candidate(world.graph.bad());
                     let bucket = match (phase, r.pair_with.is_some(), endpoint) {
-                        (crate::decide::Phase::Reproducing, _, _) => 0,
+                        (Phase::Reproducing, _, _) => 0,
                         (_, true, _) => 3,
-                        (crate::decide::Phase::Searching, false, true) => 1,
-                        (crate::decide::Phase::Searching, false, false) => 2,
-                        (crate::decide::Phase::Verifying, false, _) => 4,
+                        (Phase::Searching, false, true) => 1,
+                        (Phase::Searching, false, false) => 2,
+                        (Phase::Verifying, false, _) => 4,
                     };
                     phase_runs[bucket] += r.runs * if r.pair_with.is_some() { 2 } else { 1 };
                 }

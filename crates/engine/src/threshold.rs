@@ -4,8 +4,8 @@
 //! Simple and honest about its inputs, but it plugs endpoint estimates into thresholds, so
 //! its stated confidence is optimistic under noise. Kept as a baseline for the simulator.
 
-use crate::decide::{Assessment, Decision, Outcome, Phase, Point, Request, Settings, Verdict};
 use crate::stats::{Summary, welch_t_test};
+use crate::types::{Assessment, Decision, Outcome, Phase, Point, Request, Settings, Verdict};
 use crate::{CandidateGraph, Evidence};
 use statrs::distribution::{ContinuousCDF, Normal};
 

@@ -5,12 +5,12 @@
 //! handler): its worker keeps polling and gets no task until an operator releases it.
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::{Operator, WorkerHost};
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use crate::store::inventory;
 use axum::Json;
 use axum::extract::{Path, State};
-use chrono::{DateTime, Utc};
 use perfbisect_wire::api::ErrorBody;
 use perfbisect_wire::hosts::{
     HostInventory, HostOutcome, HostState, HostStateReply, HostStateReport,
@@ -31,84 +31,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(release))
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: i64,
-    name: String,
-    host_group: String,
-    activity: String,
-    current_kernel: Option<String>,
-    last_power_action: Option<String>,
-    last_power_action_at: Option<DateTime<Utc>>,
-    failure_streak: i32,
-    quarantined_at: Option<DateTime<Utc>>,
-    quarantine_reason: Option<String>,
-    drained_at: Option<DateTime<Utc>>,
-    state_changed_at: DateTime<Utc>,
-    last_seen_at: DateTime<Utc>,
-    current_task: Option<i64>,
-}
-
-/// The inventory query, with `$tail` (a literal WHERE/ORDER BY) appended.
-macro_rules! select {
-    ($tail:literal) => {
-        concat!(
-            "SELECT h.id, h.name, h.host_group, h.activity, h.current_kernel,
-                h.last_power_action, h.last_power_action_at, h.failure_streak, h.quarantined_at,
-                h.quarantine_reason, h.drained_at, h.state_changed_at, h.last_seen_at,
-                (SELECT t.id FROM tasks t WHERE t.host_id = h.id AND t.state = 'running' LIMIT 1)
-                    AS current_task
-             FROM hosts h ",
-            $tail
-        )
-    };
-}
-
-impl From<Row> for HostInventory {
-    fn from(r: Row) -> Self {
-        let state = if r.quarantined_at.is_some() {
-            HostState::Quarantined
-        } else {
-            match r.activity.as_str() {
-                "booting" => HostState::Booting,
-                "running" => HostState::Running,
-                "powered_off" => HostState::PoweredOff,
-                _ => HostState::Idle,
-            }
-        };
-        HostInventory {
-            id: r.id,
-            name: r.name,
-            host_group: r.host_group,
-            state,
-            drained: r.drained_at.is_some(),
-            available: r.quarantined_at.is_none() && r.drained_at.is_none(),
-            current_kernel: r.current_kernel,
-            last_power_action: r.last_power_action,
-            last_power_action_at: r.last_power_action_at,
-            failure_streak: r.failure_streak,
-            quarantine_reason: r.quarantine_reason,
-            state_changed_at: r.state_changed_at,
-            last_seen_at: r.last_seen_at,
-            current_task: r.current_task,
-        }
-    }
-}
-
-/// Every host's inventory, by group and name.
-pub async fn load_all(db: &PgPool) -> sqlx::Result<Vec<HostInventory>> {
-    let rows: Vec<Row> = sqlx::query_as(select!("ORDER BY h.host_group, h.name"))
-        .fetch_all(db)
-        .await?;
-    Ok(rows.into_iter().map(Into::into).collect())
-}
-
 async fn load_one(db: &PgPool, id: i64) -> ApiResult<HostInventory> {
-    let row: Option<Row> = sqlx::query_as(select!("WHERE h.id = $1"))
-        .bind(id)
-        .fetch_optional(db)
-        .await?;
-    row.map(Into::into)
+    inventory::one(db, id)
+        .await?
         .ok_or_else(|| ApiError::NotFound(format!("host {id} does not exist")))
 }
 
@@ -128,7 +53,7 @@ pub async fn may_claim(db: &PgPool, host_id: i64) -> sqlx::Result<bool> {
 #[utoipa::path(get, path = "/api/v1/inventory", tag = "workers",
     responses((status = 200, body = Vec<HostInventory>)))]
 async fn inventory(State(state): State<AppState>) -> ApiResult<Json<Vec<HostInventory>>> {
-    Ok(Json(load_all(&state.db).await?))
+    Ok(Json(inventory::all(&state.db).await?))
 }
 
 /// A worker reports what its host does and how its last boot went. A failure lengthens the

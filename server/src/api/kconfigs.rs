@@ -4,13 +4,12 @@
 //! a job spec that names a config (and whose hash identifies a measurement) always means the
 //! same config.
 
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use perfbisect_wire::JobSpec;
 use perfbisect_wire::api::ErrorBody;
 use sha2::{Digest, Sha256};
 use utoipa_axum::router::OpenApiRouter;
@@ -107,28 +106,4 @@ async fn get_kconfig(
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         content,
     ))
-}
-
-/// Refuses a job whose `kconfig` is not stored: a worker could not build it.
-pub async fn check_job(state: &AppState, spec: &JobSpec) -> ApiResult<()> {
-    if spec.build.kind != perfbisect_wire::BuildKind::Kernel {
-        return Ok(());
-    }
-    let Some(name) = &spec.kconfig else {
-        return Ok(());
-    };
-    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM kconfigs WHERE name = $1)")
-        .bind(name)
-        .fetch_one(&state.db)
-        .await?;
-    if known {
-        Ok(())
-    } else {
-        Err(ApiError::unprocessable(
-            "job.kconfig",
-            format!(
-                "no kconfig named `{name}` is stored; upload it with PUT /api/v1/kconfigs/{name}"
-            ),
-        ))
-    }
 }

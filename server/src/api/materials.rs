@@ -1,8 +1,8 @@
 //! The materials to reproduce a bisect: its job spec exactly as submitted. (The kernel
 //! config it names is at `/api/v1/kconfigs/{name}`.)
 
-use crate::AppState;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::IntoResponse;

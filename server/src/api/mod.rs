@@ -13,16 +13,11 @@ mod reports;
 mod repositories;
 mod tasks;
 mod tokens;
-pub(crate) mod watches;
+mod watches;
 mod workers;
 
-pub(crate) use bisects::submit as submit_bisect;
-pub(crate) use bisects::{load_bisect, summary_change};
-pub(crate) use inventory::load_all as load_inventory;
-pub(crate) use tasks::get_task;
-
-use crate::AppState;
 use crate::error::ApiError;
+use crate::state::AppState;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
@@ -72,7 +67,10 @@ impl utoipa::Modify for SecuritySchemes {
     }
 }
 
-pub fn router(state: AppState) -> Router {
+/// The one route list of the API: each area's routes, documented where they are declared
+/// (`routes!`). Both the router and the OpenAPI document are made from it, so the document
+/// lists every API route the router serves (`tests/api.rs` checks it against the router).
+fn documented() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let (api, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(repositories::routes())
         .merge(bisects::routes())
@@ -88,6 +86,11 @@ pub fn router(state: AppState) -> Router {
         .merge(inventory::routes())
         .split_for_parts();
     openapi_errors::document(&mut openapi);
+    (api, openapi)
+}
+
+pub fn router(state: AppState) -> Router {
+    let (api, openapi) = documented();
     // SwaggerUi serves the document itself at /api/openapi.json.
     Router::new()
         .merge(api)
@@ -107,22 +110,7 @@ pub fn router(state: AppState) -> Router {
 
 /// The OpenAPI document, for snapshot tests and `perfbisect openapi`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, mut openapi) = OpenApiRouter::<AppState>::with_openapi(ApiDoc::openapi())
-        .merge(repositories::routes())
-        .merge(bisects::routes())
-        .merge(workers::routes())
-        .merge(kconfigs::routes())
-        .merge(metric_names::routes())
-        .merge(tasks::routes())
-        .merge(reports::routes())
-        .merge(materials::routes())
-        .merge(tokens::routes())
-        .merge(priority::routes())
-        .merge(watches::routes())
-        .merge(inventory::routes())
-        .split_for_parts();
-    openapi_errors::document(&mut openapi);
-    openapi
+    documented().1
 }
 
 /// `Json<T>` whose rejections are our error body, naming the field serde complained about.

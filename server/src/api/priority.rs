@@ -1,9 +1,9 @@
 //! A bisect's priority: its weight when its host group's hosts are shared (`allocator`).
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use crate::store::{allocation, wakeups};
 use axum::Json;
 use axum::extract::{Path, State};

@@ -7,12 +7,12 @@
 mod outbox;
 mod subscriptions;
 
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::notify::compose::{self, MailOptions};
 use crate::notify::{Event, outbox as store, recipients};
 use crate::report_input::{self, Loaded, ReportContext, ReportInputError};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::header;

@@ -1,9 +1,9 @@
 //! Registering repositories; the server mirrors each one in the background (`fetcher`).
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -93,7 +93,7 @@ async fn create_repository(
         .map_err(|e| ApiError::unprocessable("url", e.to_string()))?;
     // Refused before anything is stored or fetched; the fetch checks again (a name may
     // resolve elsewhere by then).
-    crate::url_policy::check_for_request(&state.mirrors, &req.url, "url").await?;
+    state.mirrors.check_url_for_request(&req.url, "url").await?;
     let existing: Option<RepoRow> = sqlx::query_as("SELECT * FROM repositories WHERE name = $1")
         .bind(&req.name)
         .fetch_optional(&state.db)

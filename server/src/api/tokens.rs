@@ -1,9 +1,9 @@
 //! Token lifecycle for operators: create (the token is shown once), list, revoke.
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::{Operator, Role, hash_token, new_token};
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -1,9 +1,9 @@
 //! The worker protocol: register, claim (long poll), heartbeat, upload runs, complete.
 
 use super::ApiJson;
-use crate::AppState;
 use crate::auth::{Enrollment, WorkerHost, hash_token, new_token};
 use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

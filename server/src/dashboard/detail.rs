@@ -4,8 +4,8 @@
 use super::error::PageError;
 use super::format::{self, short_sha};
 use super::plot::{self, Cell, Column, Verdict};
-use crate::AppState;
-use crate::api::load_bisect;
+use crate::bisect_view;
+use crate::state::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::header;
@@ -222,10 +222,10 @@ async fn report_text(state: &AppState, id: i64) -> Option<String> {
         .map(|r| r.text)
 }
 
-/// The bisect as the API sees it (`load_bisect`), plus what only the page needs: every
+/// The bisect as the API sees it (`bisect_view::load`), plus what only the page needs: every
 /// sample, the engine's view of every candidate, the story, the repository's URL.
 async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError> {
-    let b = load_bisect(state, id).await?;
+    let b = bisect_view::load(state, id).await?;
     let db = &state.db;
     let runs: Vec<(String, f64)> = sqlx::query_as(
         "SELECT sha, (metrics ->> $2)::float8 FROM runs

@@ -2,7 +2,7 @@
 
 use super::error::PageError;
 use super::format::{self, short_sha};
-use crate::AppState;
+use crate::state::AppState;
 use askama::Template;
 use axum::extract::State;
 use axum::response::Html;
@@ -11,7 +11,7 @@ use perfbisect_wire::worker::MachineInfo;
 
 /// A host not heard from for this long is stale: the window in which the scheduler counts a
 /// host as alive.
-pub use crate::scheduler::LIVE_HOST_WINDOW_SECS as STALE_AFTER_SECS;
+pub use crate::store::allocation::LIVE_HOST_WINDOW_SECS as STALE_AFTER_SECS;
 
 #[derive(sqlx::FromRow)]
 struct HostRow {
@@ -163,7 +163,7 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
             }
         })
         .collect();
-    let inventory = crate::api::load_inventory(&state.db)
+    let inventory = crate::store::inventory::all(&state.db)
         .await?
         .into_iter()
         .map(|h| inventory_view(h, now))

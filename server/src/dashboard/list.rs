@@ -2,8 +2,8 @@
 
 use super::error::PageError;
 use super::format::{self, short_sha};
-use crate::AppState;
-use crate::api::load_bisect;
+use crate::bisect_view;
+use crate::state::AppState;
 use crate::store::summaries::{self, ListFilter};
 use askama::Template;
 use axum::extract::{Query, State};
@@ -193,7 +193,7 @@ pub async fn page(
             // A running bisect's moving progress is its stored belief; without one (not yet
             // advanced, or stored before the summary columns) the full view.
             (Some(total), Some(remaining)) if finished || s.belief.is_some() => {
-                let change = crate::api::summary_change(&state, &s).await?;
+                let change = bisect_view::summary_change(&state, &s).await?;
                 Row {
                     id: s.id,
                     status_label: format::status_label(&s.status),
@@ -206,7 +206,7 @@ pub async fn page(
                     }),
                     age: format::age(s.created_at, now),
                     created_iso: format::iso(s.created_at),
-                    // As `load_bisect` counts them, so the row reads as the bisect's own page.
+                    // As `bisect_view::load` counts them, so the row reads as the bisect's own page.
                     candidates_remaining: if s.culprit_sha.is_some() {
                         1
                     } else {
@@ -231,7 +231,7 @@ pub async fn page(
                     change_basis: change.map(|m| m.runs_used).unwrap_or_default(),
                 }
             }
-            _ => row_of(&load_bisect(&state, s.id).await?, now),
+            _ => row_of(&bisect_view::load(&state, s.id).await?, now),
         });
     }
     let repositories: Vec<String> =

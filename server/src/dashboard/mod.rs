@@ -22,7 +22,7 @@ mod submit;
 mod task;
 mod watches;
 
-use crate::AppState;
+use crate::state::AppState;
 use axum::Router;
 use axum::response::Redirect;
 use axum::routing::get;

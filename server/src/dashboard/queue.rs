@@ -4,7 +4,7 @@
 use super::error::PageError;
 use super::format::{self, short_sha};
 use super::hosts::STALE_AFTER_SECS;
-use crate::AppState;
+use crate::state::AppState;
 use askama::Template;
 use axum::extract::State;
 use axum::response::Html;

@@ -4,7 +4,7 @@
 //! bisect, for a re-run (the same range, or a narrower one typed over it).
 
 use super::error::PageError;
-use crate::AppState;
+use crate::state::AppState;
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Html;

@@ -1,11 +1,12 @@
 //! One task (`/tasks/{id}`): its runs with their metrics, environment and log, and its
-//! builds with theirs. Read through the API's own handler, so the page and
-//! `GET /api/v1/tasks/{id}` show the same rows.
+//! builds with theirs. Read as `GET /api/v1/tasks/{id}` reads it (`store::tasks::detail`),
+//! so the page and the API show the same rows.
 
 use super::error::PageError;
 use super::format::{self, short_sha};
-use crate::AppState;
-use crate::api::get_task;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::tasks;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::response::Html;
@@ -48,7 +49,10 @@ pub async fn page(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<Html<String>, PageError> {
-    let t = get_task(State(state), Path(id)).await?.0;
+    let t = tasks::detail(&state.db, id)
+        .await
+        .map_err(ApiError::from)?
+        .ok_or_else(|| PageError::NotFound(format!("no task with id {id}")))?;
     let runs = t
         .runs
         .iter()

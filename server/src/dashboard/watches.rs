@@ -6,8 +6,8 @@
 use super::error::PageError;
 use super::format::{self, short_sha};
 use super::series_plot::series_svg;
-use crate::AppState;
-use crate::api::watches::{all_watches, load_changes, load_series, load_watch};
+use crate::state::AppState;
+use crate::watch::view::{all_watches, load_changes, load_series, load_watch};
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::Html;

@@ -9,8 +9,8 @@
 use super::compose::{self, MailOptions};
 use super::outbox::{self, Claimed, Frozen};
 use super::{Event, MailSettings, Security, SmtpSettings, backoff, recipients};
-use crate::AppState;
 use crate::report_input::{self, ReportContext, ReportInputError};
+use crate::state::AppState;
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};

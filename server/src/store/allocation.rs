@@ -3,6 +3,10 @@
 
 use super::ACTIVE_STATUSES;
 
+/// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
+/// dashboard). Idle workers long-poll well within it, busy ones heartbeat.
+pub const LIVE_HOST_WINDOW_SECS: i64 = 120;
+
 /// A host group as the allocator sees it.
 #[derive(Debug, Clone)]
 pub struct GroupLoad {

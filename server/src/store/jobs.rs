@@ -31,3 +31,17 @@ pub async fn ensure<'e, E: sqlx::PgExecutor<'e> + Copy>(
         }
     }
 }
+
+/// The metric names complete runs of this job hash produced, sorted (from its latest runs).
+pub async fn metric_names(db: &sqlx::PgPool, job_hash: &str) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT k FROM (
+           SELECT r.metrics FROM runs r JOIN bisects b ON b.id = r.bisect_id
+           JOIN job_specs j ON j.id = b.job_spec_id
+           WHERE j.hash = $1 AND r.completed ORDER BY r.id DESC LIMIT 50) recent,
+         LATERAL jsonb_object_keys(recent.metrics) AS k ORDER BY k",
+    )
+    .bind(job_hash)
+    .fetch_all(db)
+    .await
+}

@@ -6,9 +6,12 @@
 pub mod allocation;
 pub mod assessments;
 pub mod candidates;
+pub mod events;
 pub mod fetches;
+pub mod inventory;
 pub mod jobs;
 pub mod summaries;
+pub mod tasks;
 pub mod wakeups;
 
 /// The `status IN (...)` list of bisects still being worked on.

@@ -101,7 +101,7 @@ pub async fn wake_group_of<'e>(
     .bind(bisect)
     .bind(reason.as_str())
     .bind(CHANNEL)
-    .bind(crate::scheduler::LIVE_HOST_WINDOW_SECS as f64)
+    .bind(crate::store::allocation::LIVE_HOST_WINDOW_SECS as f64)
     .execute(db)
     .await?;
     Ok(woken.rows_affected())

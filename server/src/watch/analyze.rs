@@ -3,7 +3,7 @@
 //! found is recorded with what to do about it.
 
 use super::series::{self, PointRow};
-use crate::AppState;
+use crate::state::AppState;
 use perfbisect_changepoint::{Change, Config, detect};
 use perfbisect_wire::watch::WatchMetric;
 

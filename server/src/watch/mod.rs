@@ -9,13 +9,15 @@
 //!   records each change point, deciding whether it opens a bisect.
 //! - `open.rs` — opens the bisect of a change through the same code as `POST
 //!   /api/v1/bisects`, once per (repository, job, range).
+//! - `view.rs` — watches, series and change points as the API and the dashboard show them.
 
 pub mod analyze;
 pub mod open;
 pub mod poll;
 pub mod series;
+pub mod view;
 
-use crate::AppState;
+use crate::state::AppState;
 use std::time::Duration;
 
 /// The watch loop: polls the watches that are due, analyses every enabled watch's series,

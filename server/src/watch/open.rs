@@ -1,7 +1,7 @@
 //! From a change to its bisect: once per (repository, job, range), through the same code as
 //! `POST /api/v1/bisects`.
 
-use crate::AppState;
+use crate::state::AppState;
 use perfbisect_wire::api::SubmitBisect;
 
 #[derive(Debug, sqlx::FromRow)]
@@ -130,7 +130,7 @@ async fn open(state: &AppState, p: &Pending) -> anyhow::Result<()> {
         use_merge_base: true,
         first_parent: false,
     };
-    match crate::api::submit_bisect(state, p.created_by, &req).await {
+    match crate::submission::submit(state, p.created_by, &req).await {
         Ok(bisect) => {
             sqlx::query(
                 "UPDATE watch_bisects SET bisect_id = $5

@@ -1,8 +1,8 @@
 //! Noticing new heads: fetch the mirror, compare each watched branch's head with the last
 //! one measured, and queue the commits to measure.
 
-use crate::AppState;
 use crate::git::GitError;
+use crate::state::AppState;
 use git2::{Oid, Repository};
 use std::collections::HashMap;
 

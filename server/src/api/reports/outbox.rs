@@ -1,9 +1,9 @@
 //! `GET /api/v1/outbox`: every mail and how its delivery went; retrying a failed one.
 
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::notify::outbox::{self as store, OutboxMail};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use perfbisect_wire::api::ErrorBody;

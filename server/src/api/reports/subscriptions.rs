@@ -1,10 +1,10 @@
 //! Subscriptions: who else gets mail, by repository, testcase or metric (a glob).
 
-use crate::AppState;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::notify::Event;
 use crate::notify::recipients::Subscription;
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -1,0 +1,46 @@
+//! `AppState`: what every handler and loop shares (pool, mirrors, settings, caches).
+
+use crate::{auth, budget, git, graphs, notify, queue, repo_policy};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every handler and loop shares. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: sqlx::PgPool,
+    pub mirrors: git::Mirrors,
+    /// Woken when tasks may have been queued (by this replica or, through LISTEN, another).
+    pub task_queued: Arc<queue::Waiters>,
+    pub lease: Duration,
+    pub public_url: String,
+    /// Mail settings (SMTP, senders, KPI directions of reports).
+    pub mail: Arc<notify::MailSettings>,
+    /// Candidate graphs of bisects this replica has advanced.
+    pub graphs: graphs::GraphCache,
+    /// Who may read (`--require-read-token`, `--trusted-user-header`).
+    pub access: Arc<auth::ReadAccess>,
+    /// The most runs a bisect may take (`--max-runs-ceiling`, see `budget`).
+    pub max_runs_ceiling: u32,
+}
+
+impl AppState {
+    pub fn new(
+        db: sqlx::PgPool,
+        data_dir: &std::path::Path,
+        lease: Duration,
+        public_url: String,
+    ) -> Self {
+        repo_policy::ensure_fetch_timeouts();
+        AppState {
+            db,
+            mirrors: git::Mirrors::new(data_dir.join("mirrors")),
+            task_queued: Arc::default(),
+            lease,
+            public_url,
+            mail: Arc::new(notify::MailSettings::default()),
+            graphs: graphs::GraphCache::default(),
+            access: Arc::default(),
+            max_runs_ceiling: budget::DEFAULT_CEILING,
+        }
+    }
+}

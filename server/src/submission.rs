@@ -1,0 +1,391 @@
+//! Submitting a bisect: validation, the job spec's row, the mirror brought up to date, the
+//! range resolved and the candidate set stored, then the first advance. What `POST
+//! /api/v1/bisects` does, and what a watch does when a change opens a bisect.
+
+use crate::error::{ApiError, ApiResult};
+use crate::git::{self, RangeError};
+use crate::state::AppState;
+use perfbisect_wire::api::SubmitBisect;
+use perfbisect_wire::{JobSpec, JobSpecError};
+
+/// Metric names listed in a refusal, at most.
+const NAMES_SHOWN: usize = 20;
+
+fn valid_metric(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 200 && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Checks everything that needs no database, and parses the job spec.
+fn validate(req: &SubmitBisect) -> ApiResult<JobSpec> {
+    if req.repository.trim().is_empty() {
+        return Err(ApiError::bad(
+            "repository",
+            "must name a registered repository",
+        ));
+    }
+    if req.good.trim().is_empty() {
+        return Err(ApiError::bad(
+            "good",
+            "must be a revision (sha, branch or tag)",
+        ));
+    }
+    if req.bad.trim().is_empty() {
+        return Err(ApiError::bad(
+            "bad",
+            "must be a revision (sha, branch or tag)",
+        ));
+    }
+    if !valid_metric(&req.metric) {
+        return Err(ApiError::bad(
+            "metric",
+            "must be a metric name such as `fio.write_iops` (no spaces)",
+        ));
+    }
+    if let Some(d) = &req.direction
+        && d != "increase"
+        && d != "decrease"
+    {
+        return Err(ApiError::bad(
+            "direction",
+            format!("`{d}` is not `increase` or `decrease`"),
+        ));
+    }
+    if let Some(m) = req.magnitude_pct
+        && !(m.is_finite() && m > 0.0 && m < 10_000.0)
+    {
+        return Err(ApiError::bad(
+            "magnitude_pct",
+            "must be a positive percentage",
+        ));
+    }
+    if let Some(c) = req.confidence
+        && !(0.5..=0.9999).contains(&c)
+    {
+        return Err(ApiError::bad(
+            "confidence",
+            "must be between 0.5 and 0.9999",
+        ));
+    }
+    if let Some(m) = req.max_runs
+        && !(2..=1_000_000).contains(&m)
+    {
+        return Err(ApiError::bad("max_runs", "must be between 2 and 1000000"));
+    }
+    if req.notify.len() > crate::mail_policy::MAX_RECIPIENTS {
+        return Err(ApiError::unprocessable(
+            "notify",
+            format!(
+                "at most {} addresses (use a mailing list for more)",
+                crate::mail_policy::MAX_RECIPIENTS
+            ),
+        ));
+    }
+    for (i, addr) in req.notify.iter().enumerate() {
+        if addr.len() > crate::mail_policy::MAX_ADDRESS_LEN {
+            return Err(ApiError::unprocessable(
+                &format!("notify[{i}]"),
+                format!(
+                    "longer than {} characters",
+                    crate::mail_policy::MAX_ADDRESS_LEN
+                ),
+            ));
+        }
+        let ok = addr
+            .split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !addr.contains(' '));
+        if !ok {
+            return Err(ApiError::bad(
+                &format!("notify[{i}]"),
+                format!("`{addr}` is not an email address"),
+            ));
+        }
+    }
+    JobSpec::from_yaml(&req.job).map_err(|e| match &e {
+        JobSpecError::Syntax(_) => ApiError::bad("job", e.to_string()),
+        JobSpecError::Invalid { key, .. } => ApiError::bad(&format!("job.{key}"), e.to_string()),
+    })
+}
+
+/// Validates, resolves and stores a bisect, then advances it once: what `POST
+/// /api/v1/bisects` does, also called by watches when a change opens a bisect.
+pub async fn submit(
+    state: &AppState,
+    submitted_by: Option<i64>,
+    req: &SubmitBisect,
+) -> ApiResult<i64> {
+    let spec = validate(req)?;
+    check_kconfig(state, &spec).await?;
+    check_metric(state, &spec.hash(), &req.metric).await?;
+    let repo: Option<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT id, url, state, fetch_error, fetch_requested FROM repositories WHERE name = $1",
+    )
+    .bind(&req.repository)
+    .fetch_optional(&state.db)
+    .await?;
+    let (repo_id, url, repo_state, fetch_error, requested) = repo.ok_or_else(|| {
+        ApiError::unprocessable(
+            "repository",
+            format!("no repository named `{}` is registered", req.repository),
+        )
+    })?;
+    // A repository registered under an older, looser policy is not fetched again.
+    state
+        .mirrors
+        .check_url_for_request(&url, "repository")
+        .await?;
+    let phase = std::time::Instant::now();
+    let resolution = match repo_state.as_str() {
+        "failed" => {
+            return Err(ApiError::unprocessable(
+                "repository",
+                format!(
+                    "repository `{}` could not be mirrored ({}); register it again once the \
+                     remote or the credentials are fixed",
+                    req.repository,
+                    fetch_error.as_deref().unwrap_or("no error recorded")
+                ),
+            ));
+        }
+        // Its first fetch is under way: the bisect waits for it.
+        "mirroring" => crate::fetcher::Resolution::Waiting,
+        _ => {
+            crate::fetcher::resolve_for_submit(
+                state,
+                repo_id,
+                &url,
+                &req.good,
+                &req.bad,
+                req.use_merge_base,
+            )
+            .await
+        }
+    };
+    let range = match resolution {
+        crate::fetcher::Resolution::Range(range) => range,
+        crate::fetcher::Resolution::Waiting => {
+            let generation = if repo_state == "mirroring" {
+                requested
+            } else {
+                crate::store::fetches::request(&state.db, repo_id).await?
+            };
+            let id = store_waiting(state, submitted_by, req, &spec, repo_id, generation).await?;
+            crate::fetcher::spawn(state, repo_id, generation);
+            return Ok(id);
+        }
+    };
+    tracing::info!(
+        range_ms = phase.elapsed().as_millis() as u64,
+        "submit: range resolved"
+    );
+    let range = range.map_err(|e| match &e {
+        RangeError::UnknownRevision { field, .. } => ApiError::unprocessable(field, e.to_string()),
+        RangeError::Unrelated { .. } | RangeError::NotAncestor { .. } => {
+            ApiError::unprocessable("good", e.to_string())
+        }
+        RangeError::Empty { .. } => ApiError::unprocessable("bad", e.to_string()),
+        RangeError::Git(_) => ApiError::unprocessable("repository", e.to_string()),
+    })?;
+
+    // The graph is built while the range is in memory, so the first advance need not
+    // read the candidates back.
+    let graph = {
+        let good = range.good.clone();
+        let candidates: Vec<(String, Vec<usize>, bool)> = range
+            .candidates
+            .iter()
+            .map(|c| (c.sha.clone(), c.parents.clone(), c.first_parent_outside))
+            .collect();
+        tokio::task::spawn_blocking(move || crate::graphs::LoadedGraph::build(good, candidates))
+            .await
+            .map_err(|e| ApiError::Internal(e.into()))?
+            .map_err(ApiError::Internal)?
+    };
+    let job_id = ensure_job(state, req, &spec).await?;
+    let mut tx = state.db.begin().await?;
+    let id = insert_bisect(
+        &mut tx,
+        req,
+        repo_id,
+        job_id,
+        submitted_by,
+        Ok(&range),
+        crate::budget::initial(req.max_runs, state.max_runs_ceiling),
+    )
+    .await?;
+    let stored = std::time::Instant::now();
+    crate::store::candidates::insert(&mut tx, id, &range).await?;
+    let story = crate::fetcher::submitted_story(&range, &req.good, &req.bad);
+    crate::store::events::record(&mut *tx, id, "submitted", &story).await?;
+    // Committed with the bisect: should the first advance below fail, the scheduler retries.
+    crate::store::wakeups::wake(&mut *tx, id, crate::store::wakeups::Reason::Submitted).await?;
+    crate::store::wakeups::wake_group_queued(&mut *tx, &spec.tbox_group, id).await?;
+    tx.commit().await?;
+    state.graphs.insert(id, std::sync::Arc::new(graph));
+    tracing::info!(
+        bisect = id,
+        candidates = range.candidates.len(),
+        "bisect submitted"
+    );
+    let advanced = std::time::Instant::now();
+    if let Err(e) = crate::scheduler::advance(state, id).await {
+        tracing::error!(bisect = id, error = ?e, "first advance");
+    }
+    tracing::info!(
+        bisect = id,
+        total_ms = phase.elapsed().as_millis() as u64,
+        store_ms = (advanced - stored).as_millis() as u64,
+        first_advance_ms = advanced.elapsed().as_millis() as u64,
+        "submit: timings"
+    );
+    Ok(id)
+}
+
+/// The job spec's row. Outside the bisect's transaction, and without taking the row when it
+/// exists: submits of the same job do not queue behind each other.
+async fn ensure_job(state: &AppState, req: &SubmitBisect, spec: &JobSpec) -> ApiResult<i64> {
+    Ok(crate::store::jobs::ensure(
+        &state.db,
+        &spec.hash(),
+        &serde_json::to_value(spec).map_err(anyhow::Error::from)?,
+        &req.job,
+        &spec.testcase,
+        &spec.tbox_group,
+    )
+    .await?)
+}
+
+/// The bisect's row: with its resolved range (`queued`), or waiting for the fetch of a
+/// generation (`fetching`, its shas empty until resolved).
+async fn insert_bisect(
+    tx: &mut sqlx::PgConnection,
+    req: &SubmitBisect,
+    repo_id: i64,
+    job_id: i64,
+    submitted_by: Option<i64>,
+    range: Result<&git::Range, i64>,
+    max_runs: u32,
+) -> sqlx::Result<i64> {
+    let (good, bad, candidates, generation, status) = match range {
+        Ok(r) => (
+            r.good.as_str(),
+            r.bad.as_str(),
+            Some(r.candidates.len() as i32),
+            None,
+            "queued",
+        ),
+        Err(generation) => ("", "", None, Some(generation), "fetching"),
+    };
+    sqlx::query_scalar(
+        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
+                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
+                              candidates_total, use_merge_base, fetch_generation, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id",
+    )
+    .bind(repo_id)
+    .bind(job_id)
+    .bind(&req.good)
+    .bind(&req.bad)
+    .bind(good)
+    .bind(bad)
+    .bind(&req.metric)
+    .bind(&req.direction)
+    .bind(req.magnitude_pct)
+    .bind(req.confidence.unwrap_or(0.99))
+    .bind(max_runs as i32)
+    .bind(serde_json::json!(req.notify))
+    .bind(submitted_by)
+    .bind(req.first_parent)
+    .bind(candidates)
+    .bind(req.use_merge_base)
+    .bind(generation)
+    .bind(status)
+    .fetch_one(tx)
+    .await
+}
+
+/// Stores a bisect that waits for its repository's fetch (`fetching`, no range yet): the
+/// fetch job resolves it (`fetcher`).
+async fn store_waiting(
+    state: &AppState,
+    submitted_by: Option<i64>,
+    req: &SubmitBisect,
+    spec: &JobSpec,
+    repo_id: i64,
+    generation: i64,
+) -> ApiResult<i64> {
+    let job_id = ensure_job(state, req, spec).await?;
+    let mut tx = state.db.begin().await?;
+    let id = insert_bisect(
+        &mut tx,
+        req,
+        repo_id,
+        job_id,
+        submitted_by,
+        Err(generation),
+        crate::budget::initial(req.max_runs, state.max_runs_ceiling),
+    )
+    .await?;
+    crate::store::events::record(
+        &mut *tx,
+        id,
+        "fetching",
+        &format!(
+            "Waiting for the repository's fetch; the range {}..{} is resolved once it is done.",
+            req.good, req.bad
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(
+        bisect = id,
+        repository = repo_id,
+        generation,
+        "bisect waits for a fetch"
+    );
+    Ok(id)
+}
+
+/// Refuses a job whose `kconfig` is not stored: a worker could not build it.
+pub async fn check_kconfig(state: &AppState, spec: &JobSpec) -> ApiResult<()> {
+    if spec.build.kind != perfbisect_wire::BuildKind::Kernel {
+        return Ok(());
+    }
+    let Some(name) = &spec.kconfig else {
+        return Ok(());
+    };
+    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM kconfigs WHERE name = $1)")
+        .bind(name)
+        .fetch_one(&state.db)
+        .await?;
+    if known {
+        Ok(())
+    } else {
+        Err(ApiError::unprocessable(
+            "job.kconfig",
+            format!(
+                "no kconfig named `{name}` is stored; upload it with PUT /api/v1/kconfigs/{name}"
+            ),
+        ))
+    }
+}
+
+/// Refuses `metric` when runs of this job are stored and none of them produced it.
+async fn check_metric(state: &AppState, job_hash: &str, metric: &str) -> ApiResult<()> {
+    let names = crate::store::jobs::metric_names(&state.db, job_hash).await?;
+    if names.is_empty() || names.iter().any(|n| n == metric) {
+        return Ok(());
+    }
+    let shown: Vec<&str> = names.iter().take(NAMES_SHOWN).map(String::as_str).collect();
+    Err(ApiError::unprocessable(
+        "metric",
+        format!(
+            "earlier runs of this job never produced `{metric}`; they produced {}{}",
+            shown.join(", "),
+            if names.len() > NAMES_SHOWN {
+                ", …"
+            } else {
+                ""
+            }
+        ),
+    ))
+}
