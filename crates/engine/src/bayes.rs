@@ -109,6 +109,8 @@ pub(crate) struct Belief {
     pub change: f64,
     /// Relative noise (standard deviation) around the levels of the most probable hypothesis.
     pub noise: f64,
+    /// The noise the search works against, after robust weighting (for predictions).
+    pub effective_noise: f64,
     /// Samples used.
     pub samples: usize,
     /// Tail index of the noise model chosen (Student-t degrees of freedom; None: Gaussian).
@@ -708,6 +710,17 @@ pub(crate) fn belief(
     } else {
         (0.0, (total.uss() / (count - 1.0).max(1.0)).sqrt())
     };
+    // The noise the search effectively works against: the robust (Student-t weighted)
+    // scale, over the tempering that keeps the weighted fit honest. Under Gaussian noise it
+    // is `noise`; under heavy tails, far less than the plain standard deviation (which made
+    // predictions 10 to 100 times too high for Student-t and outlier noise in bisect-sim).
+    let effective_noise = if fixed.is_none() && g.n > 2.0 && b.n > 0.0 && g.w > 0.0 {
+        let good_level = (1.0 + g.us / g.n).abs().max(1e-12);
+        let s2 = (g.ss() + b.ss()) / (count - 2.0).max(1.0);
+        ((s2 / temper).sqrt() / good_level).min(noise)
+    } else {
+        noise
+    };
     let ranked = ranked(&p, 64);
     Belief {
         p,
@@ -715,6 +728,7 @@ pub(crate) fn belief(
         bad,
         change,
         noise,
+        effective_noise,
         samples,
         tail,
         ranked,
@@ -1069,8 +1083,8 @@ fn predict_calibration(d: f64, hosts: u32) -> f64 {
 /// distribution, the information a run carries at the measured step and noise, and the
 /// engine's measured overhead over that bound (about 2.5×), plus the verification.
 fn predict(b: &Belief, costs: crate::Costs, conf: f64, hosts: u32) -> Prediction {
-    let d = if b.noise > 0.0 {
-        (b.change / b.noise).abs()
+    let d = if b.effective_noise > 0.0 {
+        (b.change / b.effective_noise).abs()
     } else {
         12.0
     };
