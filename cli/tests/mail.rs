@@ -110,7 +110,21 @@ async fn a_found_bisect_mails_its_report_to_a_real_smtp_server() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    let parent = runs[0].1.clone();
+    // A merge is verified against each of its parents; the report shows the first one.
+    let first_parent = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&ex.path)
+        .args(["rev-parse", &format!("{}^1", culprit.sha)])
+        .output()
+        .unwrap();
+    let first_parent = String::from_utf8(first_parent.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let parent = runs
+        .iter()
+        .find(|r| r.1 == first_parent)
+        .map_or_else(|| runs[0].1.clone(), |r| r.1.clone());
     let side =
         |sha: &str| -> Vec<f64> { runs.iter().filter(|r| r.0 == sha).map(|r| r.2).collect() };
     let (base, new) = (side(&parent), side(&culprit.sha));

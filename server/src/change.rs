@@ -17,17 +17,27 @@ use perfbisect_report::stats::{Summary, relative_change};
 use perfbisect_wire::api::MeasuredChange;
 
 /// The parent the culprit was verified against: the other commit of a paired task that
-/// holds the culprit. `runs` yields each run's (task commit, task's paired commit).
+/// holds the culprit. A merge is verified against each of its parents; then the first
+/// parent (`first_parent`) is the one shown, when it was paired. `runs` yields each run's
+/// (task commit, task's paired commit).
 pub fn paired_parent<'a>(
     runs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
     culprit: &str,
+    first_parent: &str,
 ) -> Option<String> {
-    runs.into_iter()
-        .find_map(|(task_sha, pair_sha)| match pair_sha {
-            Some(p) if task_sha == culprit => Some(p.to_string()),
-            Some(p) if p == culprit => Some(task_sha.to_string()),
-            _ => None,
-        })
+    let mut found: Option<String> = None;
+    for (task_sha, pair_sha) in runs {
+        let other = match pair_sha {
+            Some(p) if task_sha == culprit => p,
+            Some(p) if p == culprit => task_sha,
+            _ => continue,
+        };
+        if other == first_parent {
+            return Some(other.to_string());
+        }
+        found.get_or_insert_with(|| other.to_string());
+    }
+    found
 }
 
 /// Whether a run belongs to a task that paired the culprit with this parent.
@@ -72,7 +82,7 @@ pub fn measure(
             let pairs = runs
                 .iter()
                 .map(|r| (r.task_sha.as_str(), r.pair_sha.as_deref()));
-            match paired_parent(pairs, culprit) {
+            match paired_parent(pairs, culprit, first_parent) {
                 Some(parent) => {
                     let paired = |sha: &str| {
                         let parent = parent.clone();
@@ -229,6 +239,27 @@ pub fn signed_pct(pct: f64) -> String {
 mod tests {
     use super::*;
     use perfbisect_report::kpi::KpiTable;
+
+    #[test]
+    fn a_merge_verified_against_both_parents_shows_its_first_parent() {
+        // The second parent (a topic tip) was paired first; the first parent later.
+        let runs = [
+            ("m", Some("topic")),
+            ("m", Some("topic")),
+            ("m", None),
+            ("main", Some("m")),
+        ];
+        assert_eq!(
+            paired_parent(runs.iter().copied(), "m", "main").as_deref(),
+            Some("main")
+        );
+        // Without a couple with the first parent, the one it has.
+        assert_eq!(
+            paired_parent(runs[..3].iter().copied(), "m", "main").as_deref(),
+            Some("topic")
+        );
+        assert_eq!(paired_parent(runs[2..3].iter().copied(), "m", "main"), None);
+    }
 
     fn run(sha: &str, task: &str, pair: Option<&str>, v: Option<f64>) -> RunRow {
         RunRow {

@@ -167,12 +167,20 @@ impl Stored {
     /// the paired tasks. Without paired runs, the first parent (or the good endpoint) and
     /// every run of the two commits.
     fn verification(&self, culprit: &str) -> (String, Vec<&RunRow>, Vec<&RunRow>) {
+        let first_parent = self
+            .commits
+            .get(culprit)
+            .and_then(|c| c.parents.first())
+            .and_then(|i| self.by_idx.get(i))
+            .cloned()
+            .unwrap_or_else(|| self.row.good_sha.clone());
         // The same choice of runs as the change every page shows (`crate::change`).
         let paired_parent = crate::change::paired_parent(
             self.runs
                 .iter()
                 .map(|r| (r.task_sha.as_str(), r.pair_sha.as_deref())),
             culprit,
+            &first_parent,
         );
         if let Some(parent) = paired_parent {
             let in_pair = |r: &&RunRow| {
@@ -187,15 +195,8 @@ impl Stored {
                 .collect();
             return (parent, parent_runs, culprit_runs);
         }
-        let parent = self
-            .commits
-            .get(culprit)
-            .and_then(|c| c.parents.first())
-            .and_then(|i| self.by_idx.get(i))
-            .cloned()
-            .unwrap_or_else(|| self.row.good_sha.clone());
-        let parent_runs = self.runs_of(&parent);
-        (parent, parent_runs, self.runs_of(culprit))
+        let parent_runs = self.runs_of(&first_parent);
+        (first_parent, parent_runs, self.runs_of(culprit))
     }
 
     /// Samples of every commit the engine judged good or bad (the good endpoint is good by
