@@ -16,10 +16,13 @@ use perfbisect_report::kpi::{KpiTable, Verdict};
 use perfbisect_report::stats::{Summary, relative_change};
 use perfbisect_wire::api::MeasuredChange;
 
-/// The parent the culprit was verified against: the other commit of a paired task that
-/// holds the culprit. A merge is verified against each of its parents; then the first
-/// parent (`first_parent`) is the one shown, when it was paired. `runs` yields each run's
-/// (task commit, task's paired commit).
+/// The parent the culprit was verified against: the paired commit of a task for the
+/// culprit (the engine always asks for the commit under test with its parent as the pair).
+/// A task whose *pair* is the culprit verified a child of the culprit against it (the
+/// search's lead before it settled): taking that child as the parent once made a report say
+/// "5.5% regression" for a +4.5% change. A merge is verified against each of its parents;
+/// then the first parent (`first_parent`) is the one shown, when it was paired. `runs`
+/// yields each run's (task commit, task's paired commit).
 pub fn paired_parent<'a>(
     runs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
     culprit: &str,
@@ -29,7 +32,6 @@ pub fn paired_parent<'a>(
     for (task_sha, pair_sha) in runs {
         let other = match pair_sha {
             Some(p) if task_sha == culprit => p,
-            Some(p) if p == culprit => task_sha,
             _ => continue,
         };
         if other == first_parent {
@@ -42,8 +44,7 @@ pub fn paired_parent<'a>(
 
 /// Whether a run belongs to a task that paired the culprit with this parent.
 pub fn in_pair(task_sha: &str, pair_sha: Option<&str>, culprit: &str, parent: &str) -> bool {
-    (task_sha == culprit && pair_sha == Some(parent))
-        || (task_sha == parent && pair_sha == Some(culprit))
+    task_sha == culprit && pair_sha == Some(parent)
 }
 
 /// One stored run, as far as the change needs it.
@@ -242,12 +243,14 @@ mod tests {
 
     #[test]
     fn a_merge_verified_against_both_parents_shows_its_first_parent() {
-        // The second parent (a topic tip) was paired first; the first parent later.
+        // The second parent (a topic tip) was paired first; the first parent later. A
+        // child of the culprit verified against it earlier is not a parent.
         let runs = [
+            ("child", Some("m")),
             ("m", Some("topic")),
             ("m", Some("topic")),
             ("m", None),
-            ("main", Some("m")),
+            ("m", Some("main")),
         ];
         assert_eq!(
             paired_parent(runs.iter().copied(), "m", "main").as_deref(),
@@ -255,10 +258,11 @@ mod tests {
         );
         // Without a couple with the first parent, the one it has.
         assert_eq!(
-            paired_parent(runs[..3].iter().copied(), "m", "main").as_deref(),
+            paired_parent(runs[..4].iter().copied(), "m", "main").as_deref(),
             Some("topic")
         );
-        assert_eq!(paired_parent(runs[2..3].iter().copied(), "m", "main"), None);
+        // Only a child's verification: no parent was paired.
+        assert_eq!(paired_parent(runs[..1].iter().copied(), "m", "main"), None);
     }
 
     fn run(sha: &str, task: &str, pair: Option<&str>, v: Option<f64>) -> RunRow {
