@@ -66,6 +66,13 @@ impl Process {
         let _ = c.wait();
     }
 
+    /// How the process ended, once it has (`None` while it runs).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     pub fn has_exited(&mut self) -> bool {
         match &mut self.child {
             Some(c) => matches!(c.try_wait(), Ok(Some(_))),

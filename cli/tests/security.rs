@@ -92,3 +92,131 @@ async fn a_job_that_prints_its_environment_leaks_no_token_and_a_nul_stalls_nothi
         "an ancestor of the job holds the token: {raw}"
     );
 }
+
+/// `/proc/<pid>/{cmdline,environ}` as text, NULs shown as spaces and newlines.
+fn proc_text(pid: u32) -> (String, String) {
+    let read = |what: &str| {
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/{what}")).unwrap())
+            .replace('\0', "\n")
+    };
+    (read("cmdline"), read("environ"))
+}
+
+#[tokio::test]
+async fn a_server_given_its_secrets_as_flags_and_variables_shows_none_of_them_in_proc() {
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new().await;
+    let api_token = "flag-api-token-4711";
+    let enroll_token = "env-enroll-token-4712";
+    let mut cmd = std::process::Command::new(common::EXE);
+    cmd.arg("server")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", lab.port))
+        .arg("--data-dir")
+        .arg(lab.path().join("server"))
+        // Both spellings of a flag, and the variables a deployment would set.
+        .args(["--api-token", api_token])
+        .arg(format!("--database-url={}", lab.db_url))
+        .env("PERFBISECT_ENROLL_TOKEN", enroll_token)
+        .env("PERFBISECT_SMTP_PASSWORD", "env-smtp-password-4713")
+        .env_remove("DATABASE_URL");
+    let mut server =
+        perfbisect_cli::processes::Process::spawn("server", cmd, &lab.path().join("server.log"))
+            .unwrap();
+    let api = perfbisect_cli::api::Api::new(lab.api.base(), Some(api_token.into()));
+    perfbisect_cli::demo::wait_healthy(&api, &mut server, Duration::from_secs(120))
+        .await
+        .unwrap();
+    let pid = server.pid().unwrap();
+    let (cmdline, environ) = proc_text(pid);
+    // Still the same process (supervisors and pid files see one), serving with the same flags.
+    assert!(
+        cmdline.contains("server") && cmdline.contains("--data-dir"),
+        "{cmdline}"
+    );
+    for secret in [
+        api_token,
+        enroll_token,
+        "env-smtp-password-4713",
+        lab.db_url.as_str(),
+    ] {
+        assert!(
+            !cmdline.contains(secret),
+            "{secret} in the server's command line: {cmdline}"
+        );
+        assert!(
+            !environ.contains(secret),
+            "{secret} in the server's environment: {environ}"
+        );
+    }
+    // The secrets still work: the flag's token submits, the variable's token enrolls.
+    let ex = example::generate(
+        &lab.path().join("ex.git"),
+        &ExampleOptions {
+            commits: 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    api.add_repository("example", &ex.path.display().to_string())
+        .await
+        .expect("the API token given as a flag is accepted");
+    let enrolled = reqwest::Client::new()
+        .post(format!("{}/api/v1/worker/register", lab.api.base()))
+        .bearer_auth(enroll_token)
+        .json(&serde_json::json!({"name": "w", "host_group": "local", "machine": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        enrolled.status().is_success(),
+        "the enrollment token from the environment: {}",
+        enrolled.text().await.unwrap()
+    );
+    // The token the server generated (none was given) is its owner's alone, from the start.
+    let generated = lab.path().join("server").join("operator-token");
+    let mode = std::fs::metadata(&generated).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", generated.display());
+}
+
+#[tokio::test]
+async fn a_worker_whose_name_an_operator_took_over_exits_saying_why() {
+    let lab = Lab::new().await;
+    let _server = lab.server(30).await;
+    let mut evicted = worker(&lab, "w1", "local", &["--claim-wait-secs", "1"], &[]);
+    eventually("w1 registered", Duration::from_secs(60), || async {
+        let hosts = lab.api.hosts().await.unwrap().to_string();
+        hosts.contains("\"w1\"").then_some(())
+    })
+    .await;
+    let operator = std::fs::read_to_string(lab.path().join("server").join("operator-token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let taken = reqwest::Client::new()
+        .post(format!("{}/api/v1/worker/register", lab.api.base()))
+        .bearer_auth(&operator)
+        .json(&serde_json::json!({"name": "w1", "host_group": "local"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        taken.status().is_success(),
+        "{}",
+        taken.text().await.unwrap()
+    );
+    let status = eventually("the evicted worker exits", Duration::from_secs(60), || {
+        let s = evicted.exit_status();
+        async move { s }
+    })
+    .await;
+    assert!(
+        !status.success(),
+        "the evicted worker exited as if all was well"
+    );
+    let log = lab.log("w1");
+    assert!(
+        log.contains("no longer accepts this worker's token"),
+        "the log does not say why: {log}"
+    );
+}

@@ -408,3 +408,45 @@ async fn a_worker_frozen_past_its_lease_loses_the_task_and_writes_nothing_into_i
     lab.api.cancel(id).await.unwrap();
     zombie.stop(Duration::from_secs(20));
 }
+
+#[tokio::test]
+async fn a_run_the_server_refuses_is_stored_incomplete_with_the_reason_and_not_retried() {
+    let lab = Lab::new().await;
+    let _server = lab.server(30).await;
+    let ex = example(&lab, 36);
+    // The benchmark reports another metric than the bisect's: the server refuses every
+    // completed run (422 naming the metric), and would refuse it again.
+    // (`\072` is the colon, which YAML would not take in a plain command line.)
+    let job = job("", "printf 'other\\072 1\\n'; exit 0; ", "");
+    let _w = worker(&lab, "w1", "local", &[], &[]);
+    let id = start(&lab, &ex, &job).await;
+    let finished = eventually("a task finished", Duration::from_secs(120), || async {
+        tasks(&lab, id)
+            .await
+            .into_iter()
+            .find(|t| t.state == "done" || t.state == "failed")
+    })
+    .await;
+    assert_eq!(finished.state, "done", "{finished:?}");
+    let detail = task(&lab, finished.id).await;
+    assert!(!detail.runs.is_empty(), "{detail:?}");
+    for run in &detail.runs {
+        assert!(
+            !run.completed,
+            "a refused run was stored as complete: {run:?}"
+        );
+        assert!(run.metrics.is_empty(), "{run:?}");
+        assert!(
+            run.log.contains("the server refused this run's upload")
+                && run.log.contains(example::METRIC),
+            "the run's log does not say why: {}",
+            run.log
+        );
+    }
+    assert!(
+        lab.log("w1")
+            .contains("the server refused the run; storing it as incomplete"),
+        "{}",
+        lab.log("w1")
+    );
+}

@@ -19,8 +19,8 @@ pub struct ServerConfig {
     #[arg(long, env = "DATABASE_URL")]
     pub database_url: Option<String>,
     /// Submitter token (submit, cancel). Given at start, it replaces the previous start's;
-    /// without it (or its file) one is generated into `<data-dir>/api-token`. Prefer the
-    /// environment or the file: a flag shows in `ps`.
+    /// without it (or its file) one is generated into `<data-dir>/api-token`. A flag or
+    /// the variable is taken out of `ps` and `/proc` at start (`conceal_secrets`).
     #[arg(long, env = "PERFBISECT_API_TOKEN", hide_env_values = true)]
     pub api_token: Option<String>,
     #[arg(long, env = "PERFBISECT_API_TOKEN_FILE")]
@@ -102,6 +102,55 @@ fn token_from(value: &Option<String>, file: &Option<PathBuf>) -> anyhow::Result<
 }
 
 impl ServerConfig {
+    /// Call first: secrets given as flags or in the environment (tokens, the database URL,
+    /// the SMTP URL and password) leave `/proc/<server>/cmdline` (readable by every local
+    /// user) and `environ` before anything runs. The server executes itself again without
+    /// them (and this does not return); in the new image they come back through a pipe.
+    pub fn conceal_secrets(&mut self) -> anyhow::Result<()> {
+        use perfbisect_conceal::Secret;
+        const API: Secret = Secret {
+            flag: "--api-token",
+            var: "PERFBISECT_API_TOKEN",
+        };
+        const ENROLL: Secret = Secret {
+            flag: "--enroll-token",
+            var: "PERFBISECT_ENROLL_TOKEN",
+        };
+        const OPERATOR: Secret = Secret {
+            flag: "--operator-token",
+            var: "PERFBISECT_OPERATOR_TOKEN",
+        };
+        const DATABASE: Secret = Secret {
+            flag: "--database-url",
+            var: "DATABASE_URL",
+        };
+        const SMTP_URL: Secret = Secret {
+            flag: "--smtp-url",
+            var: "PERFBISECT_SMTP_URL",
+        };
+        const SMTP_PASSWORD: Secret = Secret {
+            flag: "--smtp-password",
+            var: "PERFBISECT_SMTP_PASSWORD",
+        };
+        let fields: [(Secret, &mut Option<String>); 6] = [
+            (API, &mut self.api_token),
+            (ENROLL, &mut self.enroll_token),
+            (OPERATOR, &mut self.operator_token),
+            (DATABASE, &mut self.database_url),
+            (SMTP_URL, &mut self.mail.smtp_url),
+            (SMTP_PASSWORD, &mut self.mail.smtp_password),
+        ];
+        let given: Vec<(Secret, Option<&str>)> =
+            fields.iter().map(|(s, f)| (*s, f.as_deref())).collect();
+        let mut values = perfbisect_conceal::conceal(&given)?;
+        for (secret, field) in fields {
+            if let Some(v) = values.remove(secret.flag) {
+                *field = Some(v);
+            }
+        }
+        Ok(())
+    }
+
     pub fn api_token(&self) -> anyhow::Result<Option<String>> {
         token_from(&self.api_token, &self.api_token_file)
     }

@@ -47,7 +47,9 @@ pub use config::ServerConfig;
 pub use state::AppState;
 
 /// Runs the server until ctrl-c or SIGTERM.
-pub async fn run(config: ServerConfig) -> anyhow::Result<()> {
+pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
+    // Before anything else: secrets leave this process's command line and environment.
+    config.conceal_secrets()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
     let mut embedded = None;
