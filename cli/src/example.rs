@@ -66,6 +66,11 @@ timeouts:
   run_secs: 60
 ";
 
+/// The planted commit's trailers, as a kernel patch carries them: a report can copy the
+/// addresses (`--mail-trailers`), as a reply to the patch would.
+pub const PLANTED_TRAILERS: &str = "Signed-off-by: Example Developer <dev@example.invalid>\n\
+                                    Cc: Example Maintainer <maintainer@example.invalid>\n";
+
 /// The metric the example's change moves.
 pub const METRIC: &str = "demo.score";
 
@@ -211,7 +216,7 @@ pub fn generate(path: &Path, opts: &ExampleOptions) -> anyhow::Result<ExampleRep
                     let p = params_h(base_score * (1.0 + opts.change), opts.noise_cv);
                     topic_files.insert("params.h".into(), p.clone());
                     topic_changed.insert("params.h".into(), p);
-                    format!("topic{topic_no}: rework the hot loop ({k})")
+                    format!("topic{topic_no}: rework the hot loop ({k})\n\n{PLANTED_TRAILERS}")
                 } else {
                     format!("topic{topic_no}: step {k}")
                 };
@@ -254,7 +259,7 @@ pub fn generate(path: &Path, opts: &ExampleOptions) -> anyhow::Result<ExampleRep
                     "params.h".into(),
                     params_h(base_score * (1.0 + opts.change), opts.noise_cv),
                 );
-                "demo: make the scoring loop do more work".to_string()
+                format!("demo: make the scoring loop do more work\n\n{PLANTED_TRAILERS}")
             } else if break_it {
                 // A commit that does not compile; the next one fixes it.
                 main_files.insert(

@@ -18,6 +18,8 @@ use perfbisect_wire::api::{Bisect, SubmitBisect};
 use std::time::Duration;
 
 const DEV: &str = "dev@example.invalid";
+/// Copied by the planted commit's `Cc:` trailer (`example::PLANTED_TRAILERS`).
+const MAINTAINER: &str = "maintainer@example.invalid";
 
 async fn submit(lab: &Lab, ex: &ExampleRepo, job: &str) -> Bisect {
     lab.api
@@ -70,7 +72,16 @@ fn mean_pct_stddev(v: &[f64]) -> (f64, Option<f64>) {
 async fn a_found_bisect_mails_its_report_to_a_real_smtp_server() {
     let lab = Lab::new().await;
     let sink = Sink::start(&lab, "smtp", &[]);
-    let _server = server_with_mail(&lab, 30, &[("PERFBISECT_SMTP_URL", sink.url())]).await;
+    // Copy the culprit's trailers, as a reply to the patch would.
+    let _server = server_with_mail(
+        &lab,
+        30,
+        &[
+            ("PERFBISECT_SMTP_URL", sink.url()),
+            ("PERFBISECT_MAIL_TRAILERS", "true".into()),
+        ],
+    )
+    .await;
     let ex = lab.example(31);
     let submitted = submit(&lab, &ex, example::JOB_YAML).await;
     let id = submitted.id;
@@ -92,7 +103,8 @@ async fn a_found_bisect_mails_its_report_to_a_real_smtp_server() {
 
     let row = until_mail_state(&lab, id, "sent", Duration::from_secs(120)).await;
     assert_eq!(row["attempts"], 1);
-    assert_eq!(row["recipients"], serde_json::json!([DEV]));
+    // The submitter, then the culprit's trailers (its Signed-off-by is the submitter again).
+    assert_eq!(row["recipients"], serde_json::json!([DEV, MAINTAINER]));
     let mails = sink.messages();
     assert_eq!(mails.len(), 1, "one bisect, one mail");
     let m = &mails[0];
@@ -147,7 +159,10 @@ async fn a_found_bisect_mails_its_report_to_a_real_smtp_server() {
     assert_eq!(m.header("Subject"), subject);
     assert_eq!(m.header("From"), mail::FROM);
     assert_eq!(m.header("To"), DEV);
-    assert_eq!(m.rcpt_tos, [DEV]);
+    // To: the submitter; Cc: the addresses of the culprit's trailers not already in To.
+    assert_eq!(m.rcpt_tos, [DEV, MAINTAINER]);
+    assert_eq!(m.header("To"), DEV);
+    assert_eq!(m.header("Cc"), format!("Example Maintainer <{MAINTAINER}>"));
     assert_eq!(m.mail_from, "robot@perfbisect.example");
     let message_id = m.header("Message-ID");
     assert_eq!(row["message_id"], message_id);

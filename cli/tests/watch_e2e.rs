@@ -201,3 +201,136 @@ async fn a_watch_finds_and_bisects_two_changes_by_itself() {
         .collect();
     assert_eq!(ranges.len(), 2);
 }
+
+/// `perfbisect watches …` as a user types it, against a real server.
+#[tokio::test]
+async fn the_watch_commands_create_change_list_and_show_a_watch() {
+    let lab = Lab::new().await;
+    let _server = lab.server(30).await;
+    let ex = example::generate(
+        &lab.path().join("ex.git"),
+        &example::ExampleOptions {
+            commits: 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    lab.api
+        .add_repository("example", &ex.path.display().to_string())
+        .await
+        .unwrap();
+    let job = lab.path().join("job.yaml");
+    std::fs::write(&job, example::JOB_YAML).unwrap();
+    let job = job.display().to_string();
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(common::EXE)
+            .args([
+                "watches",
+                "--server",
+                lab.api.base(),
+                "--token",
+                common::API_TOKEN,
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (status, out, err) = cli(&[
+        "add",
+        "nightly",
+        "--repo",
+        "example",
+        "--branch",
+        "main",
+        "--job",
+        &job,
+        "--metric",
+        "demo.score:increase:3",
+        "--runs",
+        "2",
+        "--backfill",
+        "0",
+        "--cadence",
+        "600",
+        "--recipient",
+        "team@example.org",
+    ]);
+    assert!(status.success(), "{out}{err}");
+    let id: i64 = out
+        .strip_prefix("watch ")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        out.contains(&format!(
+            "watch {id} nightly: main of example, testcase demo"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("metric demo.score (increase, threshold 3%)"),
+        "{out}"
+    );
+    assert!(out.contains("2 runs per commit, poll every 600 s"), "{out}");
+    assert!(out.contains("recipients: team@example.org"), "{out}");
+
+    // A refused value names what is wrong, and nothing is stored.
+    let (status, out, err) = cli(&[
+        "add",
+        "broken",
+        "--repo",
+        "example",
+        "--job",
+        &job,
+        "--metric",
+        "demo.score:sideways",
+    ]);
+    assert!(!status.success(), "{out}");
+    assert!(err.contains("sideways"), "{err}");
+
+    let id_s = id.to_string();
+    let (status, out, err) = cli(&[
+        "set",
+        &id_s,
+        "--runs",
+        "3",
+        "--metric",
+        "demo.score:either:5",
+        "--disable",
+    ]);
+    assert!(status.success(), "{out}{err}");
+    assert!(
+        out.contains("(paused)") && out.contains("3 runs per commit"),
+        "{out}"
+    );
+    assert!(
+        out.contains("metric demo.score (either, threshold 5%)"),
+        "{out}"
+    );
+    let stored = lab.api.watch(id).await.unwrap();
+    assert_eq!((stored.runs_per_head, stored.enabled), (3, false));
+    assert_eq!(
+        stored.recipients,
+        ["team@example.org"],
+        "what was not given stays"
+    );
+
+    let (status, out, err) = cli(&["list"]);
+    assert!(status.success(), "{err}");
+    assert_eq!(out.matches("nightly").count(), 1, "{out}");
+    assert!(!out.contains("broken"), "{out}");
+    let (status, out, err) = cli(&["show", &id_s]);
+    assert!(status.success(), "{err}");
+    assert!(out.starts_with(&format!("watch {id} nightly")), "{out}");
+    let (status, out, err) = cli(&["changes", "--watch", &id_s]);
+    assert!(status.success(), "{err}");
+    assert!(out.trim().is_empty(), "no change yet: {out}");
+    let (status, _, err) = cli(&["show", "999"]);
+    assert!(!status.success());
+    assert!(err.contains("999") || err.contains("not found"), "{err}");
+}

@@ -77,6 +77,11 @@ pub struct ServerConfig {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, env = "PERFBISECT_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// File holding the secret that push webhooks from a forge are signed with (GitHub and
+    /// Gitea: `X-Hub-Signature-256`/`X-Gitea-Signature`; GitLab: `X-Gitlab-Token`), as an
+    /// alternative to an API token on `POST /api/v1/watches/{id}/push`.
+    #[arg(long, env = "PERFBISECT_WEBHOOK_SECRET_FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
     /// A connection must send a request's headers within this many seconds, or it is
     /// closed (slow or silent clients cannot hold connections open).
     /// At least 10 s: perfbisect's clients drop idle connections after 5 s, before the server
@@ -161,6 +166,10 @@ impl ServerConfig {
 
     pub fn operator_token(&self) -> anyhow::Result<Option<String>> {
         token_from(&self.operator_token, &self.operator_token_file)
+    }
+
+    pub fn webhook_secret(&self) -> anyhow::Result<Option<String>> {
+        token_from(&None, &self.webhook_secret_file)
     }
 
     pub fn read_access(&self) -> anyhow::Result<crate::auth::ReadAccess> {

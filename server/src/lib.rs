@@ -38,6 +38,7 @@ pub mod submission;
 pub mod tls;
 pub mod url_policy;
 pub mod watch;
+pub mod webhook;
 
 use anyhow::Context;
 use std::sync::Arc;
@@ -103,6 +104,7 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
         .with_url_policy(url_policy::UrlPolicy::new(config.repo_urls.clone()));
     state.access = Arc::new(config.read_access()?);
     state.max_runs_ceiling = config.max_runs_ceiling;
+    state.webhook_secret = config.webhook_secret()?.map(Arc::from);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;

@@ -21,6 +21,8 @@ pub struct AppState {
     pub access: Arc<auth::ReadAccess>,
     /// The most runs a bisect may take (`--max-runs-ceiling`, see `budget`).
     pub max_runs_ceiling: u32,
+    /// The secret forges sign push webhooks with (`--webhook-secret-file`, see `webhook`).
+    pub webhook_secret: Option<Arc<str>>,
 }
 
 impl AppState {
@@ -41,6 +43,7 @@ impl AppState {
             graphs: graphs::GraphCache::default(),
             access: Arc::default(),
             max_runs_ceiling: budget::DEFAULT_CEILING,
+            webhook_secret: None,
         }
     }
 }

@@ -1136,14 +1136,39 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
     .await;
     assert_eq!(s, StatusCode::OK);
     let mut settings = settings(3);
-    settings
-        .events
-        .push(perfbisect_server::notify::Event::Started);
+    settings.events.extend([
+        perfbisect_server::notify::Event::Started,
+        perfbisect_server::notify::Event::Reproduced,
+    ]);
     let fake = FakeTransport::default();
 
     // The announcement answers the submitter's thread.
     assert_eq!(outbox::enqueue_started(&f.state.db).await.unwrap(), 1);
     let c = claim(&f).await.unwrap();
+    assert_eq!(
+        sender::deliver(&f.state, &settings, &fake, &c)
+            .await
+            .unwrap(),
+        Delivery::Sent
+    );
+    // The endpoints reproduced the change: a progress mail in the same thread, with the
+    // change the engine measured and what finishing is predicted to cost.
+    sqlx::query(
+        r#"UPDATE bisects SET findings = '{"change": 0.548, "verification_alpha": 0.1,
+             "prediction": {"runs": 40, "builds": 6, "machine_secs": 1290}}' WHERE id = $1"#,
+    )
+    .bind(id)
+    .execute(&f.state.db)
+    .await
+    .unwrap();
+    assert_eq!(outbox::enqueue_reproduced(&f.state.db).await.unwrap(), 1);
+    assert_eq!(
+        outbox::enqueue_reproduced(&f.state.db).await.unwrap(),
+        0,
+        "announced twice"
+    );
+    let c = claim(&f).await.unwrap();
+    assert_eq!(c.event, "reproduced");
     assert_eq!(
         sender::deliver(&f.state, &settings, &fake, &c)
             .await
@@ -1189,10 +1214,24 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
         header(&raws[0], "References").as_deref(),
         Some("<patch.1@example.org>")
     );
-    assert_eq!(header(&raws[1], "In-Reply-To"), Some(started_id.clone()));
+    // The progress mail and the final report both answer the announcement.
+    assert_eq!(raws.len(), 3);
+    for raw in &raws[1..] {
+        assert_eq!(header(raw, "In-Reply-To"), Some(started_id.clone()));
+        assert_eq!(
+            header(raw, "References"),
+            Some(format!("<patch.1@example.org> {started_id}"))
+        );
+    }
+    let progress = leaf_parts(&raws[1])[0].1.replace("\r\n", "\n");
     assert_eq!(
-        header(&raws[1], "References"),
-        Some(format!("<patch.1@example.org> {started_id}"))
+        header(&raws[1], "Subject"),
+        header(&raws[0], "Subject").map(|s| format!("Re: {s}"))
+    );
+    assert!(
+        progress.contains("reproduced a +54.8% change of fio.write_iops between")
+            && progress.contains("about 40 more runs, 6 builds and 21 min 30 s of machine time"),
+        "{progress}"
     );
     for raw in &raws {
         assert!(raw.contains("Content-Type: multipart/mixed"), "{raw}");
@@ -1224,7 +1263,7 @@ async fn one_bisect_mails_one_plain_text_thread_with_its_job_and_config_attached
         );
     }
     // The report's table keeps its width: no line is folded or escaped.
-    let report = &leaf_parts(&raws[1])[0].1;
+    let report = &leaf_parts(&raws[2])[0].1;
     // Materials to reproduce: the job spec and config links, the submit line, commit links
     // through the repository's web view.
     let unix = report.replace("\r\n", "\n");

@@ -424,6 +424,56 @@ async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
     assert!((points[9]["mean"].as_f64().unwrap() - level(10)).abs() < 1e-9);
     assert_eq!(series[0]["changes"].as_array().unwrap().len(), 1);
 
+    // The same step placed one head earlier by another series (here: the second watch's
+    // t.x seeing it at c8..c9, so its range is c7..c10): the range overlaps the open
+    // bisect's (c8..c11), so it links to that bisect instead of opening a second one.
+    let head_id = |sha: &str| {
+        let db = f.state.db.clone();
+        let sha = sha.to_string();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT id FROM watch_heads WHERE watch_id = $1 AND sha = $2",
+            )
+            .bind(id2)
+            .bind(sha)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+        }
+    };
+    let (before, after) = (head_id(&shas[7]).await, head_id(&shas[8]).await);
+    let late: i64 = sqlx::query_scalar(
+        "INSERT INTO watch_changes (watch_id, ref_name, metric, before_head_id, after_head_id,
+             detected_head_id, relative, confidence, detection, action)
+         VALUES ($1, 'refs/heads/main', 't.x', $2, $3, $3, 0.1, 0.999, '{}', 'bisecting')
+         RETURNING id",
+    )
+    .bind(id2)
+    .bind(before)
+    .bind(after)
+    .fetch_one(&f.state.db)
+    .await
+    .unwrap();
+    perfbisect_server::watch::open::open_pending(&f.state)
+        .await
+        .unwrap();
+    let (action, linked, message): (String, Option<i64>, Option<String>) =
+        sqlx::query_as("SELECT action, bisect_id, message FROM watch_changes WHERE id = $1")
+            .bind(late)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        (action.as_str(), linked),
+        ("duplicate", Some(bisects[0])),
+        "{message:?}"
+    );
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM bisects")
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "an overlapping range was bisected again");
+
     // Later pushes queue their heads as before.
     for i in head + 1..=14 {
         git(&f.repo, &["update-ref", "refs/heads/main", &shas[i - 1]]);
@@ -473,4 +523,92 @@ async fn a_step_on_a_watched_branch_opens_one_bisect_linked_to_its_change() {
     let (s, html) = page("/queue".into()).await;
     assert_eq!(s, StatusCode::OK);
     assert!(!html.contains("/bisects/0"), "{html}");
+}
+
+/// A forge's push webhook, as GitHub and GitLab send it: no bearer token, the body signed
+/// with (or the header carrying) the server's webhook secret.
+#[tokio::test]
+async fn forge_webhooks_are_taken_with_the_secret_and_refused_without_it() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use hmac::{Hmac, Mac};
+    use tower::ServiceExt;
+    let mut f = with_repo().await;
+    f.state.webhook_secret = Some("hook-secret".into());
+    let (s, w) = call(
+        &f,
+        "POST",
+        "/api/v1/watches",
+        Some(TOKEN),
+        Some(watch_body("forge-watch")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{w}");
+    let id = w["id"].as_i64().unwrap();
+    let body = r#"{"ref":"refs/heads/main","after":"0000","repository":{"full_name":"o/r"}}"#;
+    let sign = |secret: &str| {
+        let mut m = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        m.update(body.as_bytes());
+        format!("sha256={}", hex::encode(m.finalize().into_bytes()))
+    };
+    let send = |headers: Vec<(&'static str, String)>| {
+        let state = f.state.clone();
+        async move {
+            let mut req = Request::builder()
+                .method("POST")
+                .uri(format!("/api/v1/watches/{id}/push"))
+                .header("content-type", "application/json");
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let resp = perfbisect_server::api::router(state)
+                .oneshot(req.body(Body::from(body)).unwrap())
+                .await
+                .unwrap();
+            let status = resp.status();
+            let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            (status, String::from_utf8_lossy(&bytes).into_owned())
+        }
+    };
+    let queued_tasks = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tasks WHERE watch_id = $1")
+            .bind(id)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap()
+    };
+    // Refused: no credential, a wrong signature, a wrong GitLab token. Nothing is queued.
+    for headers in [
+        vec![],
+        vec![
+            ("x-hub-signature-256", sign("guess")),
+            ("x-github-event", "push".into()),
+        ],
+        vec![("x-gitlab-token", "guess".into())],
+    ] {
+        let (s, v) = send(headers).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    }
+    assert_eq!(queued_tasks().await, 0);
+    // GitHub's ping when the hook is set up: answered, nothing polled.
+    let (s, v) = send(vec![
+        ("x-hub-signature-256", sign("hook-secret")),
+        ("x-github-event", "ping".into()),
+    ])
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(queued_tasks().await, 0);
+    // A signed push measures the branch's heads (first sight: the head and its backfill).
+    let (s, v) = send(vec![
+        ("x-hub-signature-256", sign("hook-secret")),
+        ("x-github-event", "push".into()),
+    ])
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(queued_tasks().await, 5, "{v}");
+    // GitLab's token header is taken too (nothing new to measure).
+    let (s, v) = send(vec![("x-gitlab-token", "hook-secret".into())]).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
 }

@@ -267,7 +267,10 @@ async fn get_watch(State(state): State<AppState>, Path(id): Path<i64>) -> ApiRes
 }
 
 /// Push webhook: the repository was pushed to; fetch and measure the new heads now rather
-/// than at the next poll. Authenticated with an API token.
+/// than at the next poll. Authenticated with an API token, or, for a forge that cannot send
+/// one, signed with the server's webhook secret (`--webhook-secret-file`): GitHub's and
+/// Gitea's HMAC-SHA256 of the body (`X-Hub-Signature-256`, `X-Gitea-Signature`) or GitLab's
+/// `X-Gitlab-Token`. A forge's `ping` event answers without polling.
 #[utoipa::path(post, path = "/api/v1/watches/{id}/push", tag = "watches", request_body = PushEvent,
     params(("id" = i64, Path, description = "Watch id")),
     responses((status = 200, body = PollResult), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -275,17 +278,37 @@ async fn get_watch(State(state): State<AppState>, Path(id): Path<i64>) -> ApiRes
     security(("api_token" = [])))]
 async fn push_webhook(
     State(state): State<AppState>,
-    _user: ApiUser,
+    user: Result<ApiUser, ApiError>,
     Path(id): Path<i64>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<PollResult>> {
+    use crate::webhook::{Signature, verify};
+    match verify(state.webhook_secret.as_deref(), &headers, &body) {
+        Signature::Valid => {}
+        Signature::Absent => {
+            user?;
+        }
+        Signature::Invalid => {
+            return Err(ApiError::Unauthorized(
+                "the webhook's signature does not match the server's webhook secret".into(),
+            ));
+        }
+    }
+    load_watch(&state, id).await?;
+    let event = headers
+        .get("x-github-event")
+        .or_else(|| headers.get("x-gitea-event"))
+        .and_then(|v| v.to_str().ok());
+    if event == Some("ping") {
+        return Ok(Json(PollResult { queued: vec![] }));
+    }
     // The body is optional (a bare POST will do) and only informational.
     if !body.is_empty() {
         let event: PushEvent = serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad("body", format!("not a push event: {e}")))?;
         tracing::info!(watch = id, r#ref = ?event.ref_name, after = ?event.after, "push webhook");
     }
-    load_watch(&state, id).await?;
     let queued = crate::watch::poll::poll(&state, id)
         .await
         .map_err(|e| ApiError::unprocessable("repository", format!("{e:#}")))?;

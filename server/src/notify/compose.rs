@@ -97,6 +97,7 @@ pub fn content(
 ) -> Result<Content, ReportError> {
     match event {
         Event::Started => Ok(started(&loaded.input)),
+        Event::Reproduced => Ok(reproduced(&loaded.input)),
         _ => perfbisect_report::render(&loaded.input, &settings.report).map(Content::from),
     }
 }
@@ -110,21 +111,12 @@ fn escape_html(s: &str) -> String {
 
 /// "Started" is announced in a few lines; the report comes when the bisect ends.
 fn started(input: &ReportInput) -> Content {
-    let repo = input.repository.short_name();
-    let subject = format!(
-        "[{repo}] {}: bisecting {}..{}",
-        input.metric,
-        input.good.short(10),
-        input.bad.short(10)
-    );
+    let subject = announcement_subject(input);
     let mut t = format!(
-        "Hello,\n\n{} started bisecting a change of {} in:\n\ngood: {} (\"{}\")\nbad:  {} (\"{}\")\n{}\n\ntestcase: {}\n",
+        "Hello,\n\n{} started bisecting a change of {} in:\n\n{}{}\n\ntestcase: {}\n",
         input.robot.name,
         input.metric,
-        input.good.sha,
-        input.good.subject,
-        input.bad.sha,
-        input.bad.subject,
+        endpoints(input),
         input.repository.url,
         input.job.testcase
     );
@@ -135,19 +127,75 @@ fn started(input: &ReportInput) -> Content {
             t += &format!("\t{k}: {v}\n");
         }
     }
+    plain(subject, with_closing(t, input))
+}
+
+/// `good: <sha> ("subject")` and `bad:  …`, a line each.
+fn endpoints(input: &ReportInput) -> String {
+    format!(
+        "good: {} (\"{}\")\nbad:  {} (\"{}\")\n",
+        input.good.sha, input.good.subject, input.bad.sha, input.bad.subject
+    )
+}
+
+/// The subject of the bisect's announcement: `[repo] metric: bisecting good..bad`.
+fn announcement_subject(input: &ReportInput) -> String {
+    format!(
+        "[{}] {}: bisecting {}..{}",
+        input.repository.short_name(),
+        input.metric,
+        input.good.short(10),
+        input.bad.short(10)
+    )
+}
+
+/// A progress mail: the endpoints reproduced the change, and what finishing is predicted to
+/// cost. A reply in the announcement's thread, in a few lines.
+fn reproduced(input: &ReportInput) -> Content {
+    let subject = format!("Re: {}", announcement_subject(input));
+    let findings = input.findings.as_ref();
+    let size = match findings.and_then(|f| f.change) {
+        Some(c) => format!("a {} change", perfbisect_report::findings::signed_pct(c)),
+        None => "the change".to_string(),
+    };
+    let mut t = format!(
+        "Hello,\n\n{} reproduced {size} of {} between\n\n{}\nand is now searching the commits in between for the one that made it.\n",
+        input.robot.name,
+        input.metric,
+        endpoints(input),
+    );
+    if let Some(b) = findings.and_then(|f| f.budget.as_ref()) {
+        t += &format!(
+            "Runs so far: {} of a budget of {}.\n",
+            b.runs_done, b.max_runs
+        );
+    }
+    if let Some(more) = findings.and_then(|f| f.more.as_ref()) {
+        t += &format!("Predicted to finish: {}.\n", more.phrase());
+    }
+    plain(subject, with_closing(t, input))
+}
+
+/// A progress mail's last lines: when the report comes, where to follow, the signature.
+fn with_closing(mut t: String, input: &ReportInput) -> String {
     t += "\nThe report follows when the bisect ends.\n";
     if let Some(u) = &input.dashboard_url {
         t += &format!("Progress: {u}\n");
     }
     t += &format!("\n-- \n{}\n", input.robot.name);
+    t
+}
+
+/// A short mail's content: its text, and the same text as HTML where that is turned on.
+fn plain(subject: String, text: String) -> Content {
     let html = format!(
         "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n</head>\n<body>\n<pre>{}</pre>\n</body>\n</html>\n",
         escape_html(&subject),
-        escape_html(&t)
+        escape_html(&text)
     );
     Content {
         subject,
-        text: t,
+        text,
         html,
     }
 }
@@ -158,7 +206,7 @@ pub fn message_id(key: &str, settings: &MailSettings) -> String {
 }
 
 /// Puts the report's "To reproduce" section (job spec and kconfig links, the submit line,
-/// commit links) into a final report's text; the `started` announcement has none.
+/// commit links) into a final report's text; the progress mails have none.
 pub async fn add_materials(
     db: &sqlx::PgPool,
     bisect: i64,
@@ -166,7 +214,7 @@ pub async fn add_materials(
     public_url: &str,
     content: &mut Content,
 ) -> sqlx::Result<()> {
-    if event == Event::Started {
+    if event.is_progress() {
         return Ok(());
     }
     if let Some(m) = crate::materials::load(db, bisect, public_url).await? {

@@ -31,7 +31,12 @@ use std::time::Duration;
 /// What a mail is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Event {
+    /// The bisect began (opt-in).
     Started,
+    /// The endpoints reproduced the change and the search began: a progress mail (opt-in),
+    /// in the thread of `started`. A long kernel bisect's subscribers learn early that it
+    /// is real, how large, and what finishing it is predicted to cost.
+    Reproduced,
     Found,
     NotReproduced,
     Inconclusive,
@@ -39,14 +44,15 @@ pub enum Event {
 }
 
 impl Event {
-    pub const ALL: [Event; 5] = [
+    pub const ALL: [Event; 6] = [
         Event::Started,
+        Event::Reproduced,
         Event::Found,
         Event::NotReproduced,
         Event::Inconclusive,
         Event::Failed,
     ];
-    /// Mailed unless configured otherwise; `started` is opt-in.
+    /// Mailed unless configured otherwise; `started` and `reproduced` are opt-in.
     pub const DEFAULT: [Event; 4] = [
         Event::Found,
         Event::NotReproduced,
@@ -57,11 +63,17 @@ impl Event {
     pub fn as_str(self) -> &'static str {
         match self {
             Event::Started => "started",
+            Event::Reproduced => "reproduced",
             Event::Found => "found",
             Event::NotReproduced => "not_reproduced",
             Event::Inconclusive => "inconclusive",
             Event::Failed => "failed",
         }
+    }
+
+    /// A mail sent while the bisect runs (no report yet), as opposed to one of its outcome.
+    pub fn is_progress(self) -> bool {
+        matches!(self, Event::Started | Event::Reproduced)
     }
 
     pub fn parse(s: &str) -> Option<Event> {

@@ -38,17 +38,29 @@ async fn insert(conn: &mut PgConnection, bisect: i64, event: Event) -> sqlx::Res
     Ok(())
 }
 
-/// Writes a `started` mail for every running bisect that has none (opt-in event). The
-/// partial unique index makes this safe to run on every replica at once.
+/// Queues a `started` mail for every running bisect that has none yet (only while the
+/// event is configured: the sender calls this).
 pub async fn enqueue_started(db: &PgPool) -> sqlx::Result<u64> {
+    enqueue_running(db, "started", &["reproducing", "searching", "verifying"]).await
+}
+
+/// Queues a `reproduced` mail for every bisect whose endpoints reproduced the change (it
+/// is searching or verifying) and that has none yet. One that ended first has its report.
+pub async fn enqueue_reproduced(db: &PgPool) -> sqlx::Result<u64> {
+    enqueue_running(db, "reproduced", &["searching", "verifying"]).await
+}
+
+async fn enqueue_running(db: &PgPool, event: &str, statuses: &[&str]) -> sqlx::Result<u64> {
     let done = sqlx::query(
         "INSERT INTO outbox (bisect_id, event, message_key)
-         SELECT b.id, 'started', 'perfbisect.' || b.id || '.started.' || replace(gen_random_uuid()::text, '-', '')
+         SELECT b.id, $1, 'perfbisect.' || b.id || '.' || $1 || '.' || replace(gen_random_uuid()::text, '-', '')
          FROM bisects b
-         WHERE b.status IN ('reproducing', 'searching', 'verifying')
-           AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.bisect_id = b.id AND o.event = 'started')
+         WHERE b.status = ANY($2)
+           AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.bisect_id = b.id AND o.event = $1)
          ON CONFLICT DO NOTHING",
     )
+    .bind(event)
+    .bind(statuses)
     .execute(db)
     .await?;
     Ok(done.rows_affected())

@@ -146,7 +146,7 @@ async fn freeze(
         public_url: state.public_url.clone(),
     };
     let mut conn = state.db.acquire().await?;
-    let loaded = if event == Event::Started {
+    let loaded = if event.is_progress() {
         report_input::load_running(&mut conn, c.bisect_id, &ctx).await
     } else {
         report_input::load(&mut conn, c.bisect_id, &ctx).await
@@ -295,6 +295,11 @@ pub async fn run(state: AppState, settings: MailSettings, transport: Smtp) {
             && let Err(e) = outbox::enqueue_started(&state.db).await
         {
             tracing::warn!(error = %e, "queueing started mails");
+        }
+        if settings.wants(Event::Reproduced)
+            && let Err(e) = outbox::enqueue_reproduced(&state.db).await
+        {
+            tracing::warn!(error = %e, "queueing reproduced mails");
         }
         if let Err(e) = drain(&state, &settings, &transport).await {
             tracing::warn!(error = ?e, "sending mail");
