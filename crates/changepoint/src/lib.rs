@@ -5,7 +5,8 @@
 //! the heads arrived. After each new head the detector asks one question: did the level of
 //! the series move somewhere in the recent window, with at least [`Config::min_after`] heads
 //! on the new level? The answer is a windowed generalised likelihood-ratio test for one shift
-//! in mean (the family of E-Divisive and of Hunter/Otava's windowed Student test):
+//! in mean (E-Divisive means with α = 2, whose divergence is the difference of the means, one
+//! split per window and a Student significance test, as Hunter/Otava use it):
 //!
 //! - every split of the current segment's window is scored by the standardised difference of
 //!   the means on its two sides;
@@ -20,7 +21,9 @@
 //!   adjusted p-value is below [`Config::alpha`], so at most `alpha` false alarms per head;
 //! - the change is then placed at the split where each side fits its own level best
 //!   (winsorised around its own median), so a large step is cut at its first head even when
-//!   the head before it leans the new way.
+//!   the head before it leans the new way;
+//! - its size (what a watch's threshold judges) compares those two levels, so a head that
+//!   a bad run pulled far off cannot shrink a fresh step below the threshold.
 //!
 //! A head's value ([`head_value`]) is the mean of its runs without a run far from the
 //! others: one slow run among five would otherwise move the whole head.

@@ -131,13 +131,14 @@ fn main() {
             let d = &r.found;
             let mean = d.iter().sum::<usize>() as f64 / d.len().max(1) as f64;
             println!(
-                "step {:+.0}%: detected {}/{trials}, delay in heads: median {}, mean {:.1}, p90 {}, max {}; placed at the step {}/{} (missed within 50: {}; alarms before the step: {})",
+                "step {:+.0}%: detected {}/{trials}, delay in heads: median {}, mean {:.1}, p90 {}, max {}, within 5 heads {}/{trials}; placed at the step {}/{} (missed within 50: {}; alarms before the step: {})",
                 step * 100.0,
                 d.len(),
                 percentile(d, 0.5),
                 mean,
                 percentile(d, 0.9),
                 d.last().copied().unwrap_or(0),
+                d.iter().filter(|&&h| h <= 5).count(),
                 r.placed,
                 d.len(),
                 r.missed,
