@@ -442,8 +442,9 @@ pub async fn load(
     load_with(conn, id, ctx, false).await
 }
 
-/// Loads a bisect that may still be running (for the `started` mail, which reads only the
-/// range, the job and the links). A running bisect's outcome is its current candidates.
+/// Loads a bisect that may still be running (for the progress mails, which read only the
+/// range, the job, the links and the findings). A running bisect's outcome is its current
+/// candidates.
 pub async fn load_running(
     conn: &mut PgConnection,
     id: i64,

@@ -108,7 +108,9 @@ pub enum MailConfigError {
     },
     #[error("mail header `{0}` is not `Name: value` with a valid name")]
     Header(String),
-    #[error("mail event `{0}` is not one of started, found, not_reproduced, inconclusive, failed")]
+    #[error(
+        "mail event `{0}` is not one of started, reproduced, found, not_reproduced, inconclusive, failed"
+    )]
     Event(String),
     #[error("reading {path}: {source}")]
     Read {

@@ -254,7 +254,7 @@ pub async fn final_mail(
 pub struct OutboxMail {
     pub id: i64,
     pub bisect_id: i64,
-    /// `started`, `found`, `not_reproduced`, `inconclusive` or `failed`.
+    /// `started`, `reproduced`, `found`, `not_reproduced`, `inconclusive` or `failed`.
     pub event: String,
     /// `pending` (waiting for its next attempt, or for SMTP to be configured), `sending`,
     /// `sent`, `failed` (after its last attempt or a permanent error), `skipped` (nobody to

@@ -67,7 +67,7 @@ pub struct Subscription {
     pub testcase: Option<String>,
     /// Metric name or glob, e.g. `fio.*_iops`.
     pub metric: Option<String>,
-    /// Events to mail: `found`, `not_reproduced`, `inconclusive`, `failed`, `started`.
+    /// Events to mail: `found`, `not_reproduced`, `inconclusive`, `failed`, `started`, `reproduced`.
     pub events: Vec<String>,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }

@@ -73,7 +73,9 @@ fn validate(req: &CreateSubscription) -> ApiResult<Vec<String>> {
         if Event::parse(e).is_none() {
             return Err(ApiError::bad(
                 &format!("events[{i}]"),
-                format!("`{e}` is not one of started, found, not_reproduced, inconclusive, failed"),
+                format!(
+                    "`{e}` is not one of started, reproduced, found, not_reproduced, inconclusive, failed"
+                ),
             ));
         }
     }
