@@ -113,37 +113,32 @@ impl ServerConfig {
     /// them (and this does not return); in the new image they come back through a pipe.
     pub fn conceal_secrets(&mut self) -> anyhow::Result<()> {
         use perfbisect_conceal::Secret;
-        const API: Secret = Secret {
-            flag: "--api-token",
-            var: "PERFBISECT_API_TOKEN",
-        };
-        const ENROLL: Secret = Secret {
-            flag: "--enroll-token",
-            var: "PERFBISECT_ENROLL_TOKEN",
-        };
-        const OPERATOR: Secret = Secret {
-            flag: "--operator-token",
-            var: "PERFBISECT_OPERATOR_TOKEN",
-        };
-        const DATABASE: Secret = Secret {
-            flag: "--database-url",
-            var: "DATABASE_URL",
-        };
-        const SMTP_URL: Secret = Secret {
-            flag: "--smtp-url",
-            var: "PERFBISECT_SMTP_URL",
-        };
-        const SMTP_PASSWORD: Secret = Secret {
-            flag: "--smtp-password",
-            var: "PERFBISECT_SMTP_PASSWORD",
-        };
+        let secret = |flag, var| Secret { flag, var };
         let fields: [(Secret, &mut Option<String>); 6] = [
-            (API, &mut self.api_token),
-            (ENROLL, &mut self.enroll_token),
-            (OPERATOR, &mut self.operator_token),
-            (DATABASE, &mut self.database_url),
-            (SMTP_URL, &mut self.mail.smtp_url),
-            (SMTP_PASSWORD, &mut self.mail.smtp_password),
+            (
+                secret("--api-token", "PERFBISECT_API_TOKEN"),
+                &mut self.api_token,
+            ),
+            (
+                secret("--enroll-token", "PERFBISECT_ENROLL_TOKEN"),
+                &mut self.enroll_token,
+            ),
+            (
+                secret("--operator-token", "PERFBISECT_OPERATOR_TOKEN"),
+                &mut self.operator_token,
+            ),
+            (
+                secret("--database-url", "DATABASE_URL"),
+                &mut self.database_url,
+            ),
+            (
+                secret("--smtp-url", "PERFBISECT_SMTP_URL"),
+                &mut self.mail.smtp_url,
+            ),
+            (
+                secret("--smtp-password", "PERFBISECT_SMTP_PASSWORD"),
+                &mut self.mail.smtp_password,
+            ),
         ];
         let given: Vec<(Secret, Option<&str>)> =
             fields.iter().map(|(s, f)| (*s, f.as_deref())).collect();
