@@ -93,6 +93,19 @@ async fn a_job_that_prints_its_environment_leaks_no_token_and_a_nul_stalls_nothi
     );
 }
 
+/// Registers worker `name` in group `local` with `token`, which must be accepted.
+async fn register_worker(lab: &Lab, token: &str, name: &str) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/worker/register", lab.api.base()))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"name": name, "host_group": "local"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    assert!(status.is_success(), "{status}: {}", r.text().await.unwrap());
+}
+
 /// `/proc/<pid>/{cmdline,environ}` as text, NULs shown as spaces and newlines.
 fn proc_text(pid: u32) -> (String, String) {
     let read = |what: &str| {
@@ -161,18 +174,7 @@ async fn a_server_given_its_secrets_as_flags_and_variables_shows_none_of_them_in
     api.add_repository("example", &ex.path.display().to_string())
         .await
         .expect("the API token given as a flag is accepted");
-    let enrolled = reqwest::Client::new()
-        .post(format!("{}/api/v1/worker/register", lab.api.base()))
-        .bearer_auth(enroll_token)
-        .json(&serde_json::json!({"name": "w", "host_group": "local", "machine": {}}))
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        enrolled.status().is_success(),
-        "the enrollment token from the environment: {}",
-        enrolled.text().await.unwrap()
-    );
+    register_worker(&lab, enroll_token, "w").await;
     // The token the server generated (none was given) is its owner's alone, from the start.
     let generated = lab.path().join("server").join("operator-token");
     let mode = std::fs::metadata(&generated).unwrap().permissions().mode();
@@ -193,18 +195,7 @@ async fn a_worker_whose_name_an_operator_took_over_exits_saying_why() {
         .unwrap()
         .trim()
         .to_string();
-    let taken = reqwest::Client::new()
-        .post(format!("{}/api/v1/worker/register", lab.api.base()))
-        .bearer_auth(&operator)
-        .json(&serde_json::json!({"name": "w1", "host_group": "local"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        taken.status().is_success(),
-        "{}",
-        taken.text().await.unwrap()
-    );
+    register_worker(&lab, &operator, "w1").await;
     let status = eventually("the evicted worker exits", Duration::from_secs(60), || {
         let s = evicted.exit_status();
         async move { s }

@@ -69,16 +69,14 @@ pub fn conceal(secrets: &[(Secret, Option<&str>)]) -> Result<Values, Error> {
     }
     let args: Vec<OsString> = std::env::args_os().collect();
     let kept = without_flags(&args, secrets.iter().map(|(s, _)| s.flag));
-    let in_env: Vec<&str> = secrets
+    let in_env = secrets
         .iter()
-        .map(|(s, _)| s.var)
-        .filter(|v| std::env::var_os(v).is_some())
-        .collect();
+        .any(|(s, _)| std::env::var_os(s.var).is_some());
     let values: Values = secrets
         .iter()
         .filter_map(|(s, v)| v.map(|v| (s.flag.to_string(), v.to_string())))
         .collect();
-    if (kept.len() == args.len() && in_env.is_empty()) || values.is_empty() {
+    if (kept.len() == args.len() && !in_env) || values.is_empty() {
         return Ok(Values::new());
     }
     let payload = serde_json::to_vec(&values).expect("a map of strings serialises");
