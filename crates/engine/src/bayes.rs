@@ -39,6 +39,9 @@ const NO_CHANGE_PRIOR: f64 = 0.2;
 /// change at all" best (the bad one carries it under every hypothesis); a search that starts
 /// while "no change" is still likely fits noise at whichever split looks best.
 const REPRODUCED: f64 = 0.25;
+/// The budget the endpoints' "is there a change" question is sized from, at most: "no change
+/// of interest" after a quarter of it at the endpoints, the search once half of it went there.
+const ENDPOINT_RUNS_CAP: u32 = 400;
 /// Each endpoint is topped up to at least this share of all samples while searching.
 const ENDPOINT_SHARE: f64 = 0.12;
 /// An endpoint is measured when its side holds less than this fraction of the other's
@@ -63,6 +66,9 @@ const VERIFY_TAU: f64 = 1.0;
 /// Bounds on the known-noise mixture's prior scale when it follows the measured step.
 const VERIFY_TAU_MIN: f64 = 0.2;
 const VERIFY_TAU_MAX: f64 = 3.0;
+/// At the run cap, a step below [`smallest_of_interest`] ends "not reproduced" while "no
+/// change" keeps at least this probability.
+const OF_INTEREST_FLOOR: f64 = 0.01;
 /// Verification gives up after this many times the expected pairs.
 const VERIFY_MAX_FACTOR: usize = 8;
 /// An endpoint holds enough samples once its level is known to 1/this of the change... in
@@ -83,6 +89,9 @@ const PARTIAL_PRIOR: f64 = 0.2;
 /// Above this probability of "only part of the change", `Found` waits for more runs at the
 /// good endpoint and the parent.
 const PARTIAL_DOUBT: f64 = 0.2;
+/// A merge's parents' doubts add up until each holds this much sample weight (outlier
+/// noise that never settles then costs a merge culprit at most about 40 runs per parent).
+const MERGE_PARENT_SAMPLES: f64 = 40.0;
 /// The endpoints' noise is taken to differ when an F test says so at this level.
 const NOISE_RATIO_ALPHA: f64 = 0.01;
 const NOISE_RATIO_MIN_SAMPLES: usize = 8;
@@ -238,7 +247,7 @@ fn delta_prior(settings: &Settings) -> Vec<Component> {
         Some(Direction::Decrease) => &[-1.0],
         None => &[1.0, -1.0],
     };
-    let scales = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32];
+    let scales = PRIOR_SCALES;
     let k = (scales.len() * signs.len()) as f64;
     let broad = |weight: f64| {
         scales
@@ -255,6 +264,19 @@ fn delta_prior(settings: &Settings) -> Vec<Component> {
             hint.chain(broad(0.2)).collect()
         }
     }
+}
+
+/// Scales of the prior's change components (relative), smallest first.
+const PRIOR_SCALES: [f64; 6] = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32];
+
+/// The smallest change a bisect looks for: the prior's smallest scale (1%), or half the
+/// magnitude the submitter gave when that is smaller.
+fn smallest_of_interest(settings: &Settings) -> f64 {
+    let smallest = PRIOR_SCALES[0];
+    settings
+        .magnitude
+        .filter(|m| m.is_finite() && *m != 0.0)
+        .map_or(smallest, |m| (m.abs() / 2.0).min(smallest))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -1208,6 +1230,14 @@ fn partial_step(graph: &CandidateGraph, k: usize, b: &Belief) -> (f64, Point, Po
         checks.push((Point::Candidate(k), bad_point, bad, n_bad, -delta));
     }
     let mut best = none;
+    // A merge's parents are each a way for part of the change to come in (two changed lines
+    // meeting at k): k's step is partial when any of them is, so their doubts add up.
+    // Until every parent holds [`MERGE_PARENT_SAMPLES`] of weight: past that, each parent's own doubt
+    // decides (noise that never shrinks, such as outliers, would keep the sum of two priors
+    // above the bar for ever).
+    let merge = graph.parents(k).len() > 1;
+    let mut clean_parents = 1.0;
+    let mut parents_measured = true;
     for (point, reference, level, n_ref, towards) in checks {
         let Some(&(m, n_p)) = b.means.get(&point) else {
             continue;
@@ -1224,9 +1254,16 @@ fn partial_step(graph: &CandidateGraph, k: usize, b: &Belief) -> (f64, Point, Po
         let log_bf = log_alt - log0;
         let odds = PARTIAL_PRIOR / (1.0 - PARTIAL_PRIOR) * log_bf.min(700.0).exp();
         let post = odds / (1.0 + odds);
+        if merge && reference == Point::Good {
+            clean_parents *= 1.0 - post;
+            parents_measured &= n_p >= MERGE_PARENT_SAMPLES;
+        }
         if post > best.0 {
             best = (post, point, reference);
         }
+    }
+    if merge && !parents_measured && 1.0 - clean_parents > best.0 {
+        best.0 = 1.0 - clean_parents;
     }
     best
 }
@@ -1436,7 +1473,33 @@ fn decide_with(
             p.runs, p.builds
         ),
     };
+    // The step as the belief sees it and as the endpoints measure it, both below the
+    // smallest change this bisect looks for.
+    let of_interest = smallest_of_interest(settings);
+    let endpoints_change = match (b.means.get(&Point::Good), b.means.get(&bad_point)) {
+        (Some(&(g, _)), Some(&(x, _))) if (1.0 + g).abs() > 0.0 => (x - g) / (1.0 + g),
+        _ => f64::INFINITY,
+    };
+    let below_interest = b.change.abs().max(endpoints_change.abs()) < of_interest;
     let run_out = |extra: &str| {
+        // A range whose measured step is below the smallest change the prior looks for, and
+        // where "no change" still holds some probability, did not reproduce a change of
+        // interest: calling it inconclusive would ask for runs that cannot find a commit
+        // for a step that size (the A/A ranges that ran out all had |step| 0.6–1.0% at CV
+        // 2%, each predicting 2–10× the cap still to go).
+        if below_interest && b.no_change >= OF_INTEREST_FLOOR {
+            return Decision::Done(Outcome::NotReproduced {
+                reason: format!(
+                    "no change of interest within the run cap of {}{extra}: the measured change \
+                     {:+.2}% is below the {:.1}% this bisect looks for, and {}; {}",
+                    settings.max_runs,
+                    100.0 * b.change,
+                    100.0 * of_interest,
+                    more(&prediction),
+                    describe(graph, b)
+                ),
+            });
+        }
         Decision::Done(Outcome::Inconclusive {
             reason: format!(
                 "run cap of {} reached{extra}; {}; {}",
@@ -1494,13 +1557,23 @@ fn decide_with(
         .iter()
         .map(|&p| n_end(p) as u32 + ev.failed.get(&p).copied().unwrap_or(0))
         .sum();
-    let endpoints_spent = endpoint_runs >= settings.max_runs / 4;
-    // A change that is more likely than not is searched for once half the budget went to
-    // the endpoints.
+    // What the endpoints may spend on "is there a change at all" follows the budget, but not
+    // past a fixed cap: a higher ceiling is there for hard searches, not for A/A ranges.
+    let endpoint_cap = settings.max_runs.min(ENDPOINT_RUNS_CAP);
+    let endpoints_spent = endpoint_runs >= endpoint_cap / 4;
+    // A change that is more likely than not is searched for once half of that went to the
+    // endpoints.
     let unsure =
-        b.no_change > 0.5 || (b.no_change > REPRODUCED && endpoint_runs < settings.max_runs / 2);
+        b.no_change > 0.5 || (b.no_change > REPRODUCED && endpoint_runs < endpoint_cap / 2);
     if endpoints.iter().any(|&p| n_end(p) < min_end) || unsure {
-        if endpoints.iter().all(|&p| n_end(p) >= min_end) && endpoints_spent && b.no_change > 0.5 {
+        // A step the endpoints measure at the size of interest gets twice the runs before
+        // "no change" is concluded from weak evidence (at CV 5% a +2% step measured after
+        // 100 runs once ended a real +3% change as not reproduced).
+        if endpoints.iter().all(|&p| n_end(p) >= min_end)
+            && endpoints_spent
+            && b.no_change > 0.5
+            && (below_interest || endpoint_runs >= endpoint_cap / 2)
+        {
             let reason = format!(
                 "no change of interest after {endpoint_runs} runs of the endpoints: {}",
                 describe(graph, b)
@@ -1726,7 +1799,9 @@ fn decide_with(
                     let mut order = [reference, worst];
                     order.sort_by_key(|&p| n_end(p));
                     for p in order {
-                        if pending_at(p) == 0 && requests.len() < idle {
+                        let untestable =
+                            matches!(p, Point::Candidate(c) if ev.untestable.contains(&c));
+                        if pending_at(p) == 0 && requests.len() < idle && !untestable {
                             requests.push(Request::new(p, runs.max(2)));
                         }
                     }

@@ -22,7 +22,7 @@
 //! and says what more would cost. Nothing raises a budget above its cap.
 
 /// The ceiling when the operator sets none.
-pub const DEFAULT_CEILING: u32 = 400;
+pub const DEFAULT_CEILING: u32 = 2000;
 /// The budget allows this many times the predicted runs: the prediction is the engine's
 /// mean cost, and single bisects scatter around their mean.
 pub const MARGIN: f64 = 3.0;

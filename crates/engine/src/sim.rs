@@ -383,10 +383,16 @@ pub fn run_trial_budgeted(
                         built.insert(p);
                         ev.built.insert(p);
                     }
-                    if let Point::Candidate(c) = point
-                        && world.untestable.contains(&c)
-                    {
-                        ev.untestable.insert(c);
+                    // A couple cannot be measured when either side cannot be built.
+                    let untestable: Vec<usize> = points
+                        .iter()
+                        .filter_map(|p| match p {
+                            Point::Candidate(c) if world.untestable.contains(c) => Some(*c),
+                            _ => None,
+                        })
+                        .collect();
+                    if !untestable.is_empty() {
+                        ev.untestable.extend(untestable);
                         continue;
                     }
                     for _ in 0..k {
