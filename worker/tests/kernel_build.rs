@@ -13,39 +13,12 @@
 
 mod common;
 
+use common::linux::linux_tree;
 use perfbisect_worker::build::kernel;
 use perfbisect_worker::config::QemuConfig;
 use perfbisect_worker::deploy::{RunEnd, RunRequest, VmEnd, qemu};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use tokio::sync::watch;
-
-const TARBALL: &str = "/usr/src/linux-source-6.1.tar.xz";
-
-/// The unpacked tree, cached under the target directory.
-fn linux_tree() -> PathBuf {
-    assert!(
-        Path::new(TARBALL).exists(),
-        "{TARBALL} is missing: apt-get install linux-source-6.1 flex bison bc libelf-dev"
-    );
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo_root().join("target"));
-    let root = target.join("test-linux");
-    let tree = root.join("linux-source-6.1");
-    if !root.join("unpacked").exists() {
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
-        let status = Command::new("tar")
-            .args(["-xJf", TARBALL, "-C"])
-            .arg(&root)
-            .status()
-            .unwrap();
-        assert!(status.success(), "unpacking {TARBALL}");
-        std::fs::write(root.join("unpacked"), "").unwrap();
-    }
-    tree
-}
 
 const JOB: &str = "\
 testcase: tiny
@@ -105,17 +78,7 @@ async fn the_kernel_recipe_builds_a_real_tree_that_boots_and_runs_the_job() {
     let src = linux_tree();
     let tmp = tempfile::tempdir().unwrap();
     // The stored kconfig: what `make tinyconfig` gives.
-    let base = tmp.path().join("base");
-    let status = Command::new("make")
-        .arg("-C")
-        .arg(&src)
-        .arg(format!("O={}", base.display()))
-        .args(["ARCH=x86_64", "tinyconfig"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let kconfig = std::fs::read_to_string(base.join(".config")).unwrap();
+    let kconfig = common::linux::tinyconfig();
     let job = common::job(JOB);
     let obj = tmp.path().join("obj");
     let out = tmp.path().join("out");

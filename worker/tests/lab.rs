@@ -66,7 +66,15 @@ async fn kexec_into_the_built_kernel_then_a_hung_host_is_power_cycled_through_ip
     assert_eq!(results.trim(), "score: 5");
     let env = &out.environment;
     assert_eq!(env.boot_method.as_deref(), Some("kexec"), "{env:?}");
-    // The kexec'd kernel: the job's command line, the built release and build.
+    // The kexec'd kernel: the job's command line and the commit's mark, the built release
+    // and build.
+    assert!(
+        env.kernel_cmdline
+            .as_deref()
+            .unwrap()
+            .ends_with(" perfbisect.boot=c1 perfbisect.kexec=1"),
+        "{env:?}"
+    );
     assert!(
         env.kernel_cmdline
             .as_deref()
@@ -85,7 +93,39 @@ async fn kexec_into_the_built_kernel_then_a_hung_host_is_power_cycled_through_ip
     assert_ne!(kexec_boot, first_boot, "kexec is a new boot");
     assert_eq!(lab.power_log(), ["power 1"], "no power action for a kexec");
 
-    // The same commit again, and this time the host hangs mid-run (a kernel panic, which
+    // The next commit, kexec'd from the kernel the last one booted: the host's own command
+    // line once, the job's options once, this commit's mark.
+    let req = RunRequest {
+        job: &job,
+        sha: "c2",
+        artifacts: &a,
+        env: vec![("PERFBISECT_PARAM_N".into(), "6".into())],
+    };
+    let out = host
+        .run(&req, Some(&lab.rootfs_dir), &scratch, &mut cancel)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&out.end, RunEnd::Ran { results: Some(r), .. } if r.trim() == "score: 6"),
+        "{:?}\n{}\n{}",
+        out.end,
+        out.log,
+        lab.console()
+    );
+    let cmdline = out.environment.kernel_cmdline.clone().unwrap();
+    assert_eq!(
+        cmdline.matches("perfbisect.kexec=1").count(),
+        1,
+        "{cmdline}"
+    );
+    assert_eq!(cmdline.matches("console=ttyS0").count(), 1, "{cmdline}");
+    assert!(cmdline.contains("perfbisect.boot=c2"), "{cmdline}");
+    assert!(!cmdline.contains("perfbisect.boot=c1"), "{cmdline}");
+    let second_boot = lab.wait_up(Duration::from_secs(30));
+    assert_ne!(second_boot, kexec_boot, "another kexec, another boot");
+    assert_eq!(lab.power_log(), ["power 1"]);
+
+    // The same commit again (no boot), and this time the host hangs mid-run (a kernel panic, which
     // Debian's kernel answers by hanging): the run is lost, the host is power-cycled through
     // the BMC and comes back.
     let hang = job_with_run(
@@ -94,7 +134,7 @@ async fn kexec_into_the_built_kernel_then_a_hung_host_is_power_cycled_through_ip
     );
     let req = RunRequest {
         job: &hang,
-        sha: "c1",
+        sha: "c2",
         artifacts: &a,
         env: vec![],
     };
@@ -122,7 +162,7 @@ async fn kexec_into_the_built_kernel_then_a_hung_host_is_power_cycled_through_ip
         "ipmitool's cycle reached the chassis"
     );
     let after = lab.wait_up(Duration::from_secs(30));
-    assert_ne!(after, kexec_boot);
+    assert_ne!(after, second_boot);
 }
 
 fn job_with_run(command: &str, run_secs: u64) -> perfbisect_wire::JobSpec {

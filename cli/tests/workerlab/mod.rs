@@ -5,6 +5,9 @@
 
 #[path = "../../../worker/tests/common/lab.rs"]
 pub mod lab;
+/// Debian's linux-source-6.1 for the kernel tests: the unpacked tree, tinyconfig, git.
+#[path = "../../../worker/tests/common/linux.rs"]
+pub mod linux;
 /// The worker tests' loopback sshd and VM lab (qemu hosts behind ipmi_sim), shared.
 #[path = "../../../worker/tests/common/sshd.rs"]
 pub mod sshd;

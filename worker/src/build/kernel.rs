@@ -45,16 +45,16 @@ pub fn script(job: &JobSpec, sha: &str, jobs: usize, ccache: bool) -> String {
     };
     format!(
         r#"set -eu
-M="make -C $SRC O=$OBJ ARCH={arch} CC={cc_q} HOSTCC={host_q} LOCALVERSION={lv}"
-$M olddefconfig
-$M -j{jobs} {image}
+M() {{ make -C "$SRC" O="$OBJ" ARCH={arch} CC={cc_q} HOSTCC={host_q} LOCALVERSION={lv} "$@"; }}
+M olddefconfig
+M -j{jobs} {image}
 if grep -q '^CONFIG_MODULES=y' "$OBJ/.config"; then
-  $M -j{jobs} modules
+  M -j{jobs} modules
   rm -rf "$STAGE"
-  $M INSTALL_MOD_PATH="$STAGE" INSTALL_MOD_STRIP=1 modules_install
+  M INSTALL_MOD_PATH="$STAGE" INSTALL_MOD_STRIP=1 modules_install
 fi
-$M -s kernelrelease > "$OUT/{release}"
-cp "$OBJ/$($M -s image_name)" "$OUT/{kernel}"
+M -s kernelrelease > "$OUT/{release}"
+cp "$OBJ/$(M -s image_name)" "$OUT/{kernel}"
 cp "$OBJ/.config" "$OUT/config"
 cp "$OBJ/System.map" "$OUT/System.map" 2>/dev/null || true
 "#,
@@ -263,11 +263,75 @@ mod tests {
         assert!(s.contains("LOCALVERSION='-pb0123456789ab'"), "{s}");
     }
 
+    /// The arguments make gets, one per line, from running the recipe with a `make` that
+    /// records them (and says the release is what it was given as LOCALVERSION).
+    fn make_arguments(ccache: bool) -> (Vec<String>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let log = dir.path().join("make.log");
+        std::fs::write(
+            bin.join("make"),
+            format!(
+                "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\n\
+                 for a in \"$@\"; do case \"$a\" in\n\
+                   kernelrelease) for b in \"$@\"; do case \"$b\" in LOCALVERSION=*) echo \"6.1${{b#LOCALVERSION=}}\";; esac; done;;\n\
+                   image_name) echo vmlinux;;\n\
+                 esac; done\n",
+                log = log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            bin.join("make"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let (obj, out) = (dir.path().join("obj dir"), dir.path().join("out"));
+        std::fs::create_dir_all(&obj).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(obj.join(".config"), "").unwrap();
+        std::fs::write(obj.join("vmlinux"), "").unwrap();
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script(&job(), "0123456789abcdef0123", 2, ccache))
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("SRC", dir.path())
+            .env("OBJ", &obj)
+            .env("OUT", &out)
+            .env("STAGE", dir.path().join("stage"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let args = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        let release = std::fs::read_to_string(out.join(KERNEL_RELEASE)).unwrap();
+        (args, release)
+    }
+
+    #[test]
+    fn make_gets_the_release_suffix_and_the_compiler_unquoted_as_one_argument_each() {
+        let (args, release) = make_arguments(true);
+        // The release the runners compare `uname -r` with: no quote characters in it.
+        assert_eq!(release.trim(), "6.1-pb0123456789ab");
+        assert!(
+            args.contains(&"LOCALVERSION=-pb0123456789ab".to_string()),
+            "{args:?}"
+        );
+        assert!(args.contains(&"CC=ccache gcc-12".to_string()), "{args:?}");
+        assert!(args.contains(&"HOSTCC=gcc-12".to_string()), "{args:?}");
+        assert!(args.iter().any(|a| a.ends_with("/obj dir")), "{args:?}");
+        assert!(args.iter().all(|a| !a.contains('\'')), "{args:?}");
+    }
+
     #[test]
     fn the_recipe_builds_out_of_tree_with_the_job_s_compiler() {
         let plain = script(&job(), "0123456789ab", 8, false);
         assert!(
-            plain.contains("O=$OBJ ARCH=x86_64 CC='gcc-12' HOSTCC='gcc-12'"),
+            plain.contains("O=\"$OBJ\" ARCH=x86_64 CC='gcc-12' HOSTCC='gcc-12'"),
             "{plain}"
         );
         assert!(plain.contains("-j8 bzImage"), "{plain}");

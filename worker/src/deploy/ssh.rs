@@ -42,6 +42,28 @@ pub struct Booted {
     method: String,
 }
 
+/// Where the command line a kexec adds to the host's own starts: `perfbisect.boot=` and
+/// the commit (a dotted parameter, which the kernel leaves to a module that does not exist).
+const BOOT_MARK: &str = "perfbisect.boot=";
+
+/// The `kexec -l` of a commit's kernel: the command line the host booted with, then
+/// `perfbisect.boot=<commit>` and the job's `deploy.cmdline`. A host already running a
+/// kernel kexec'd by perfbisect keeps only its own part (what comes before the mark), so
+/// one kexec after another does not pile the job's options up.
+pub fn kexec_load(kernel: &str, initrd: Option<&str>, cmdline: &str, sha: &str) -> String {
+    let initrd_arg = initrd
+        .map(|i| format!(" --initrd={}", guest::quote(i)))
+        .unwrap_or_default();
+    let short: String = sha.chars().take(12).collect();
+    let added = format!("{BOOT_MARK}{short} {cmdline}");
+    format!(
+        "kexec -l {}{initrd_arg} --command-line=\"$(sed 's/ *{mark}.*//' /proc/cmdline) \"{}",
+        guest::quote(kernel),
+        guest::quote(added.trim_end()),
+        mark = BOOT_MARK.replace('.', "\\."),
+    )
+}
+
 /// The test host, and which commit it is running.
 pub struct SshHost {
     cfg: SshConfig,
@@ -298,18 +320,10 @@ impl SshHost {
             }
             None => {
                 *method = "kexec".into();
-                let initrd_arg = remote_initrd
-                    .as_deref()
-                    .map(|i| format!(" --initrd={}", guest::quote(i)))
-                    .unwrap_or_default();
                 // Load first (errors are seen), then execute: systemd hosts shut down in
                 // order (`systemctl kexec` returns at once), others jump straight into the
                 // new kernel, and the session never returns: its end is not an answer.
-                let load = format!(
-                    "kexec -l {}{initrd_arg} --command-line=\"$(cat /proc/cmdline) \"{}",
-                    guest::quote(&remote_kernel),
-                    guest::quote(&cmdline),
-                );
+                let load = kexec_load(&remote_kernel, remote_initrd.as_deref(), &cmdline, req.sha);
                 match (
                     self.must(&load, None).await,
                     &self.cfg.boot_fallback_command,
@@ -611,5 +625,52 @@ impl SshHost {
             environment,
             vm_end: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the load command's command-line part in sh, with `proc` as /proc/cmdline.
+    fn command_line(proc: &str, cmdline: &str, sha: &str) -> String {
+        let load = kexec_load("/k", Some("/i"), cmdline, sha);
+        let arg = load
+            .split_once("--command-line=")
+            .expect("a command line")
+            .1
+            .replace("/proc/cmdline", "\"$PROC\"");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cmdline");
+        std::fs::write(&file, format!("{proc}\n")).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s' {arg}"))
+            .env("PROC", &file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{load}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn a_kexec_from_a_kexecd_kernel_keeps_the_host_s_command_line_once() {
+        let host = "BOOT_IMAGE=/vmlinuz root=/dev/sda2 ro console=ttyS0";
+        let first = command_line(host, "mitigations=off quiet", "0123456789abcdef");
+        assert_eq!(
+            first,
+            format!("{host} perfbisect.boot=0123456789ab mitigations=off quiet")
+        );
+        // From the kernel that booted: the host's part again, the next commit's mark.
+        let second = command_line(&first, "mitigations=off quiet", "fedcba9876543210");
+        assert_eq!(
+            second,
+            format!("{host} perfbisect.boot=fedcba987654 mitigations=off quiet")
+        );
+        assert_eq!(
+            command_line(&second, "", "fedcba9876543210"),
+            format!("{host} perfbisect.boot=fedcba987654")
+        );
+        assert!(kexec_load("/k", None, "", "ab").starts_with("kexec -l '/k' --command-line="));
     }
 }

@@ -24,7 +24,8 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /tmp /run /var/log
 hostname lab-host
-insmod /lib/modules/e1000.ko
+# Debian's kernel has e1000 as a module; a kernel built for the lab has it built in.
+[ -d /sys/bus/pci/drivers/e1000 ] || insmod /lib/modules/e1000.ko
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
@@ -75,8 +76,12 @@ fn which(name: &str) -> String {
     panic!("{name} is missing: apt-get install $(cat scripts/test-packages)");
 }
 
-/// The lab host's root filesystem (gzip-compressed cpio), authorising `client_pub`.
-pub fn lab_rootfs(dir: &Path, client_pub: &str) -> PathBuf {
+/// A file a test adds to the lab host's root filesystem: path, mode, content.
+pub type ExtraFile = (String, u32, Vec<u8>);
+
+/// The lab host's root filesystem (gzip-compressed cpio), authorising `client_pub`, with
+/// `extra` files (a test's benchmark) added.
+pub fn lab_rootfs(dir: &Path, client_pub: &str, extra: &[ExtraFile]) -> PathBuf {
     let host_key = dir.join("dropbear_host_key");
     let status = Command::new(which("dropbearkey"))
         .args(["-t", "ed25519", "-f"])
@@ -159,6 +164,10 @@ pub fn lab_rootfs(dir: &Path, client_pub: &str) -> PathBuf {
     w.file("root/.ssh/authorized_keys", 0o600, client_pub.as_bytes())
         .unwrap();
     w.file("init", 0o755, LAB_INIT.as_bytes()).unwrap();
+    for (path, mode, content) in extra {
+        add_dirs(&mut w, Path::new(path).parent().unwrap().to_str().unwrap());
+        w.file(path, *mode, content).unwrap();
+    }
     let cpio = w.finish().unwrap();
     let out = dir.join("lab.cpio.gz");
     let mut gz = Command::new("gzip")
@@ -194,13 +203,18 @@ impl Drop for LabHost {
 impl LabHost {
     /// Prepares the host (rootfs, keys, start script, BMC) and powers it on through IPMI.
     pub fn start() -> LabHost {
+        Self::start_with(&[])
+    }
+
+    /// `start`, with `extra` files in the host's root filesystem.
+    pub fn start_with(extra: &[ExtraFile]) -> LabHost {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_path_buf();
         keygen(&d.join("client_key"));
         let client_pub = std::fs::read_to_string(d.join("client_key.pub")).unwrap();
         let rootfs_dir = d.join("rootfs");
         std::fs::create_dir_all(&rootfs_dir).unwrap();
-        let rootfs = lab_rootfs(&d, &client_pub);
+        let rootfs = lab_rootfs(&d, &client_pub, extra);
         std::fs::rename(&rootfs, rootfs_dir.join("lab.cpio.gz")).unwrap();
         let ssh_port = free_port();
         let bmc_port = free_udp_port();

@@ -74,4 +74,5 @@ pub fn debian_release() -> String {
     perfbisect_worker::initramfs::image_release(&debian_kernel()).expect("a bzImage header")
 }
 pub mod lab;
+pub mod linux;
 pub mod sshd;
