@@ -363,6 +363,101 @@ runs_per_task: 2
 timeouts: {build_secs: 120, boot_secs: 100, run_secs: 40}
 ";
 
+/// A host in the middle of a run hangs (its CPUs stopped through QMP): the run times out,
+/// the worker power-cycles the host through the BMC, and the task goes on. Returns the task
+/// that hung.
+async fn hang_and_power_cycle(
+    lab: &Lab,
+    vm: &workerlab::lab::LabHost,
+    name: &str,
+    running: &Value,
+    started: std::time::Instant,
+) -> i64 {
+    let qmp = perfbisect_worker::power::Qmp {
+        socket: vm.qmp_socket(),
+    };
+    qmp.execute("stop").await.unwrap();
+    let hung_task = running["current_task"].as_i64().unwrap();
+    println!(
+        "{name} hung during task {hung_task} at {:?}",
+        started.elapsed()
+    );
+    let cycled = host_until(
+        lab,
+        name,
+        "the hung host power-cycled",
+        Duration::from_secs(600),
+        |h| h["last_power_action"] == "cycle (ipmi)",
+        |_| (),
+    )
+    .await;
+    assert_eq!(cycled["failure_streak"], 0, "it came back: {cycled}");
+    assert_eq!(
+        vm.power_log(),
+        ["power 1", "power 0", "power 1"],
+        "ipmitool's cycle reached the chassis"
+    );
+    println!("{name} power-cycled at {:?}", started.elapsed());
+    hung_task
+}
+
+/// Waits up to `limit_secs` for the bisect to end `found` at `culprit` with no failed task
+/// (the hosts' logs in the message when not); its tasks.
+async fn found(
+    lab: &Lab,
+    bisect: i64,
+    culprit: &str,
+    hosts: [&str; 2],
+    limit_secs: u64,
+    started: std::time::Instant,
+) -> Vec<perfbisect_wire::tasks::TaskSummary> {
+    let done = watch(&lab.api, bisect, Duration::from_secs(limit_secs))
+        .await
+        .unwrap();
+    println!(
+        "bisect {} at {:?}, {} runs",
+        done.status,
+        started.elapsed(),
+        done.runs_done
+    );
+    assert_eq!(
+        done.status,
+        "found",
+        "{done:#?}\n{}\n{}",
+        lab.log(hosts[0]),
+        lab.log(hosts[1])
+    );
+    assert_eq!(done.culprit.as_ref().unwrap().commit.sha, culprit);
+    let all = workerlab::tasks(lab, bisect).await;
+    assert!(all.iter().all(|t| t.state != "failed"), "{all:#?}");
+    all
+}
+
+/// A host dies for good: powered off through its BMC, and its power switch no longer starts
+/// it. Its worker fails three times and the server quarantines it.
+async fn kill_until_quarantined(
+    lab: &Lab,
+    vm: &workerlab::lab::LabHost,
+    name: &str,
+    limit: Duration,
+    started: std::time::Instant,
+) {
+    std::fs::write(vm.path().join("start.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let off = vm.ipmitool(&["chassis", "power", "off"]);
+    assert!(off.status.success(), "{off:?}");
+    let quarantined = host_until(
+        lab,
+        name,
+        "the dead host quarantined",
+        limit,
+        |h| h["state"] == "quarantined",
+        |_| (),
+    )
+    .await;
+    assert_eq!(quarantined["failure_streak"], 3, "{quarantined}");
+    println!("{name} quarantined at {:?}", started.elapsed());
+}
+
 /// A worker's flags for a VM lab host: ssh with the host's key, kexec (the default), IPMI.
 fn vm_host_args(host: &workerlab::lab::LabHost) -> Vec<String> {
     let d = host.path().display().to_string();
@@ -471,70 +566,20 @@ async fn a_kernel_bisect_on_two_vm_hosts_survives_a_hang_and_a_dead_host() {
     .await;
     let x = names.iter().position(|n| running["name"] == *n).unwrap();
     let y = 1 - x;
-    let qmp = perfbisect_worker::power::Qmp {
-        socket: vms[x].qmp_socket(),
-    };
-    qmp.execute("stop").await.unwrap();
-    let hung_task = running["current_task"].as_i64().unwrap();
-    println!(
-        "{} hung during task {hung_task} at {:?}",
-        names[x],
-        started.elapsed()
-    );
-    let cycled = host_until(
-        &lab,
-        names[x],
-        "the hung host power-cycled",
-        Duration::from_secs(600),
-        |h| h["last_power_action"] == "cycle (ipmi)",
-        |_| (),
-    )
-    .await;
-    assert_eq!(cycled["failure_streak"], 0, "it came back: {cycled}");
-    assert_eq!(
-        vms[x].power_log(),
-        ["power 1", "power 0", "power 1"],
-        "ipmitool's cycle reached the chassis"
-    );
-    println!("{} power-cycled at {:?}", names[x], started.elapsed());
+    let hung_task = hang_and_power_cycle(&lab, &vms[x], names[x], &running, started).await;
 
-    // The other host dies for good: powered off through its BMC, and its power switch no
-    // longer starts it. Its worker fails three times and the server quarantines it.
-    std::fs::write(vms[y].path().join("start.sh"), "#!/bin/sh\nexit 0\n").unwrap();
-    let off = vms[y].ipmitool(&["chassis", "power", "off"]);
-    assert!(off.status.success(), "{off:?}");
-    let quarantined = host_until(
-        &lab,
-        names[y],
-        "the dead host quarantined",
-        Duration::from_secs(900),
-        |h| h["state"] == "quarantined",
-        |_| (),
-    )
-    .await;
-    assert_eq!(quarantined["failure_streak"], 3, "{quarantined}");
-    println!("{} quarantined at {:?}", names[y], started.elapsed());
+    kill_until_quarantined(&lab, &vms[y], names[y], Duration::from_secs(900), started).await;
 
     // The hung host finishes the bisect.
-    let done = watch(&lab.api, bisect.id, Duration::from_secs(1800))
-        .await
-        .unwrap();
-    println!(
-        "bisect {} in {:?}, {} runs",
-        done.status,
-        started.elapsed(),
-        done.runs_done
-    );
-    assert_eq!(
-        done.status,
-        "found",
-        "{done:#?}\n{}\n{}",
-        lab.log(names[x]),
-        lab.log(names[y])
-    );
-    assert_eq!(done.culprit.as_ref().unwrap().commit.sha, shas[3]);
-    let all = tasks(&lab, bisect.id).await;
-    assert!(all.iter().all(|t| t.state != "failed"), "{all:#?}");
+    let all = found(
+        &lab,
+        bisect.id,
+        &shas[3],
+        [names[x], names[y]],
+        1800,
+        started,
+    )
+    .await;
 
     // The hung run is stored as incomplete with the power cycle in its log; the same task
     // then booted the commit again and its later runs completed.
@@ -831,70 +876,21 @@ async fn a_kernel_built_from_source_is_bisected_on_two_vm_hosts_through_a_hang_a
         shas.iter().any(|s| kernel == release_of(s)),
         "{running}: not one of the commits' kernels"
     );
-    let qmp = perfbisect_worker::power::Qmp {
-        socket: vms[x].qmp_socket(),
-    };
-    qmp.execute("stop").await.unwrap();
-    let hung_task = running["current_task"].as_i64().unwrap();
-    println!(
-        "{} hung in {kernel} during task {hung_task} at {:?}",
-        names[x],
-        started.elapsed()
-    );
-    let cycled = host_until(
-        &lab,
-        names[x],
-        "the hung host power-cycled",
-        Duration::from_secs(600),
-        |h| h["last_power_action"] == "cycle (ipmi)",
-        |_| (),
-    )
-    .await;
-    assert_eq!(cycled["failure_streak"], 0, "it came back: {cycled}");
-    assert_eq!(
-        vms[x].power_log(),
-        ["power 1", "power 0", "power 1"],
-        "ipmitool's cycle reached the chassis"
-    );
-    println!("{} power-cycled at {:?}", names[x], started.elapsed());
+    println!("{} runs {kernel}", names[x]);
+    let hung_task = hang_and_power_cycle(&lab, &vms[x], names[x], &running, started).await;
 
-    // The other host dies for good: powered off through its BMC, and its power switch no
-    // longer starts it. Its worker fails three times and the server quarantines it.
-    std::fs::write(vms[y].path().join("start.sh"), "#!/bin/sh\nexit 0\n").unwrap();
-    let off = vms[y].ipmitool(&["chassis", "power", "off"]);
-    assert!(off.status.success(), "{off:?}");
-    let quarantined = host_until(
-        &lab,
-        names[y],
-        "the dead host quarantined",
-        Duration::from_secs(1800),
-        |h| h["state"] == "quarantined",
-        |_| (),
-    )
-    .await;
-    assert_eq!(quarantined["failure_streak"], 3, "{quarantined}");
-    println!("{} quarantined at {:?}", names[y], started.elapsed());
+    kill_until_quarantined(&lab, &vms[y], names[y], Duration::from_secs(1800), started).await;
 
     // The hung host finishes the bisect, and names the planted commit.
-    let done = watch(&lab.api, bisect.id, Duration::from_secs(3600))
-        .await
-        .unwrap();
-    println!(
-        "bisect {} at {:?}, {} runs",
-        done.status,
-        started.elapsed(),
-        done.runs_done
-    );
-    assert_eq!(
-        done.status,
-        "found",
-        "{done:#?}\n{}\n{}",
-        lab.log(names[x]),
-        lab.log(names[y])
-    );
-    assert_eq!(&done.culprit.as_ref().unwrap().commit.sha, planted);
-    let all = tasks(&lab, bisect.id).await;
-    assert!(all.iter().all(|t| t.state != "failed"), "{all:#?}");
+    let all = found(
+        &lab,
+        bisect.id,
+        planted,
+        [names[x], names[y]],
+        3600,
+        started,
+    )
+    .await;
 
     // Every kernel was built from its commit: the first build on each host from scratch,
     // the later ones incremental in the host's object tree, and faster.
