@@ -1231,10 +1231,10 @@ fn partial_step(graph: &CandidateGraph, k: usize, b: &Belief) -> (f64, Point, Po
     }
     let mut best = none;
     // A merge's parents are each a way for part of the change to come in (two changed lines
-    // meeting at k): k's step is partial when any of them is, so their doubts add up.
-    // Until every parent holds [`MERGE_PARENT_SAMPLES`] of weight: past that, each parent's own doubt
-    // decides (noise that never shrinks, such as outliers, would keep the sum of two priors
-    // above the bar for ever).
+    // meeting at k): k's step is partial when any of them is, so their doubts add up, until
+    // every parent holds [`MERGE_PARENT_SAMPLES`] of weight. Past that each parent's own
+    // doubt decides: noise that never shrinks (outliers) would keep the sum of two priors
+    // above the bar for ever.
     let merge = graph.parents(k).len() > 1;
     let mut clean_parents = 1.0;
     let mut parents_measured = true;
