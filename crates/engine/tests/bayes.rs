@@ -1,6 +1,7 @@
 //! The Bayesian engine through the public seam: decisions, phases, stopping and outcomes.
 
-use perfbisect_engine::sim::{Noise, World, run_trial};
+use perfbisect_engine::budget::Budget;
+use perfbisect_engine::sim::{Noise, World, run_trial, run_trial_budgeted};
 use perfbisect_engine::synth::{self, Shape, SplitMix};
 use perfbisect_engine::{
     CandidateGraph, Decision, Evidence, Outcome, Phase, Point, Settings, Verdict, decide,
@@ -601,26 +602,34 @@ fn a_step_below_the_smallest_change_of_interest_at_the_run_cap_is_not_reproduced
     );
 }
 
+/// The world of bisect-sim's trial `seed` in an `n=1000 shape=merges delta=0.03` cell with
+/// Gaussian noise `cv` and unbuildable rate `skip` (as `bisect-sim --trace SEED` replays
+/// it), and its culprit.
+fn sim_cell_world(seed: u64, cv: f64, skip: f64) -> (World, usize) {
+    let graph = synth::graph(Shape::merges(1000), seed);
+    let mut rng = SplitMix::new(seed ^ 0xc0ffee);
+    let culprit = rng.below(graph.len());
+    let untestable: BTreeSet<usize> = (0..graph.len() - 1)
+        .filter(|&c| c != culprit && rng.uniform() < skip)
+        .collect();
+    let world = World {
+        graph,
+        culprit: Some(culprit),
+        delta: 0.03,
+        noise: Noise::Gaussian { cv },
+        untestable,
+        incomplete_rate: 0.0,
+        lab: Default::default(),
+    };
+    (world, culprit)
+}
+
 #[test]
 fn an_unbuildable_parent_of_a_merge_culprit_is_not_asked_for_again() {
     // bisect-sim's `skip=0.05` cell, seed 38000131: the culprit c237 is a merge whose parent
     // c234 cannot be built. The partial-step check asked for c234 forever (a runaway).
     let seed = 38_000_131;
-    let graph = synth::graph(Shape::merges(1000), seed);
-    let mut rng = SplitMix::new(seed ^ 0xc0ffee);
-    let culprit = rng.below(graph.len());
-    let untestable: BTreeSet<usize> = (0..graph.len() - 1)
-        .filter(|&c| c != culprit && rng.uniform() < 0.05)
-        .collect();
-    let w = World {
-        graph,
-        culprit: Some(culprit),
-        delta: 0.03,
-        noise: Noise::Gaussian { cv: 0.02 },
-        untestable,
-        incomplete_rate: 0.0,
-        lab: Default::default(),
-    };
+    let (w, _) = sim_cell_world(seed, 0.02, 0.05);
     let settings = Settings {
         max_runs: 3000,
         ..Settings::default()
@@ -628,4 +637,30 @@ fn an_unbuildable_parent_of_a_merge_culprit_is_not_asked_for_again() {
     let t = run_trial(&w, &settings, seed);
     assert!(!t.stalled, "{t:?}");
     assert!(t.runs < 3000, "{t:?}");
+}
+
+#[test]
+fn a_culprit_whose_check_reads_a_little_off_for_long_is_found_not_run_out() {
+    // bisect-sim's CV 5% cell under the product's budget, seed 233000716: the culprit c66
+    // held 1.0000 and was verified, but c66 and the bad endpoint, 600 runs each, read 0.7%
+    // apart (2.5 standard errors of a 3% step): the partial-step check measured them until
+    // the 2000-run ceiling and the bisect ended inconclusive.
+    let seed = 233_000_716;
+    let (w, culprit) = sim_cell_world(seed, 0.05, 0.0);
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    let t = run_trial_budgeted(
+        &w,
+        &settings,
+        Some(Budget::new(None, 2000)),
+        seed,
+        &mut |_, _| {},
+    );
+    assert!(
+        matches!(t.outcome, Outcome::Found { culprit: c, .. } if c == culprit),
+        "{t:?}"
+    );
+    assert!(t.runs < 2000, "{t:?}");
 }
