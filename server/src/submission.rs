@@ -353,10 +353,7 @@ pub async fn check_kconfig(state: &AppState, spec: &JobSpec) -> ApiResult<()> {
     let Some(name) = &spec.kconfig else {
         return Ok(());
     };
-    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM kconfigs WHERE name = $1)")
-        .bind(name)
-        .fetch_one(&state.db)
-        .await?;
+    let known = crate::store::kconfigs::exists(&state.db, name).await?;
     if known {
         Ok(())
     } else {

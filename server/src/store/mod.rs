@@ -8,10 +8,14 @@ pub mod assessments;
 pub mod candidates;
 pub mod events;
 pub mod fetches;
+pub mod hosts;
 pub mod inventory;
 pub mod jobs;
+pub mod kconfigs;
+pub mod subscriptions;
 pub mod summaries;
 pub mod tasks;
+pub mod tokens;
 pub mod wakeups;
 
 /// The `status IN (...)` list of bisects still being worked on.
