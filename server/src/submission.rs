@@ -6,6 +6,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::git::{self, RangeError};
 use crate::state::AppState;
 use perfbisect_wire::api::SubmitBisect;
+use perfbisect_wire::states::RepoState;
 use perfbisect_wire::{JobSpec, JobSpecError};
 
 /// Metric names listed in a refusal, at most.
@@ -116,26 +117,28 @@ pub async fn submit(
     let spec = validate(req)?;
     check_kconfig(state, &spec).await?;
     check_metric(state, &spec.hash(), &req.metric).await?;
-    let repo: Option<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
-        "SELECT id, url, state, fetch_error, fetch_requested FROM repositories WHERE name = $1",
-    )
-    .bind(&req.repository)
-    .fetch_optional(&state.db)
-    .await?;
-    let (repo_id, url, repo_state, fetch_error, requested) = repo.ok_or_else(|| {
+    let repo = crate::store::repositories::by_name(&state.db, &req.repository).await?;
+    let repo = repo.ok_or_else(|| {
         ApiError::unprocessable(
             "repository",
             format!("no repository named `{}` is registered", req.repository),
         )
     })?;
+    let (repo_id, url, repo_state, fetch_error, requested) = (
+        repo.id,
+        repo.url,
+        repo.state,
+        repo.fetch_error,
+        repo.fetch_requested,
+    );
     // A repository registered under an older, looser policy is not fetched again.
     state
         .mirrors
         .check_url_for_request(&url, "repository")
         .await?;
     let phase = std::time::Instant::now();
-    let resolution = match repo_state.as_str() {
-        "failed" => {
+    let resolution = match repo_state {
+        RepoState::Failed => {
             return Err(ApiError::unprocessable(
                 "repository",
                 format!(
@@ -147,8 +150,8 @@ pub async fn submit(
             ));
         }
         // Its first fetch is under way: the bisect waits for it.
-        "mirroring" => crate::fetcher::Resolution::Waiting,
-        _ => {
+        RepoState::Mirroring => crate::fetcher::Resolution::Waiting,
+        RepoState::Ready => {
             crate::fetcher::resolve_for_submit(
                 state,
                 repo_id,
@@ -163,7 +166,7 @@ pub async fn submit(
     let range = match resolution {
         crate::fetcher::Resolution::Range(range) => range,
         crate::fetcher::Resolution::Waiting => {
-            let generation = if repo_state == "mirroring" {
+            let generation = if repo_state == RepoState::Mirroring {
                 requested
             } else {
                 crate::store::fetches::request(&state.db, repo_id).await?

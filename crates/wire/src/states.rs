@@ -156,6 +156,16 @@ text_enum!(
 );
 
 text_enum!(
+    /// A registered repository's mirror: its first fetch under way, mirrored, or never
+    /// mirrored because that fetch failed.
+    RepoState, "repository state", {
+        Mirroring => "mirroring",
+        Ready => "ready",
+        Failed => "failed",
+    }
+);
+
+text_enum!(
     /// The kind of an API token (`api_tokens.kind`): the role it grants. `api` is the
     /// submitter's role; `enroll` only registers workers.
     TokenKind, "token kind", {
@@ -186,6 +196,9 @@ mod tests {
         }
         for t in TaskState::ALL {
             assert_eq!(t.as_str().parse::<TaskState>(), Ok(*t));
+        }
+        for r in RepoState::ALL {
+            assert_eq!(r.as_str().parse::<RepoState>(), Ok(*r));
         }
         for k in TokenKind::ALL {
             assert_eq!(k.as_str().parse::<TokenKind>(), Ok(*k));

@@ -46,7 +46,7 @@ fn row(out: &mut String, bisect: i64, r: &Row<'_>) {
 }
 
 /// Stores the good endpoint (idx -1) and every candidate with one COPY: the fastest way
-/// PostgreSQL takes 100,000 rows.
+/// PostgreSQL takes 100,000 rows. (COPY is not a statement the query macros can check.)
 pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> sqlx::Result<()> {
     let mut copy = tx
         .copy_in_raw(
@@ -82,6 +82,29 @@ pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> 
     copy.send(buf.as_bytes()).await?;
     copy.finish().await?;
     Ok(())
+}
+
+/// One stored commit of a bisect's graph, as the engine's graph is rebuilt from it.
+#[derive(Debug)]
+pub struct GraphRow {
+    /// -1 for the good endpoint, else the candidate's index (parents first).
+    pub idx: i32,
+    pub sha: String,
+    /// Indexes of the candidate's parents within the set.
+    pub parents: Vec<i32>,
+    pub first_parent_outside: bool,
+}
+
+/// The good endpoint and every candidate, by index.
+pub async fn graph<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> sqlx::Result<Vec<GraphRow>> {
+    sqlx::query_as!(
+        GraphRow,
+        "SELECT idx, sha, parents, first_parent_outside FROM bisect_commits
+         WHERE bisect_id = $1 ORDER BY idx",
+        bisect,
+    )
+    .fetch_all(db)
+    .await
 }
 
 #[cfg(test)]

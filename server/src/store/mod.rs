@@ -12,11 +12,18 @@ pub mod hosts;
 pub mod inventory;
 pub mod jobs;
 pub mod kconfigs;
+pub mod repositories;
 pub mod subscriptions;
 pub mod summaries;
 pub mod tasks;
 pub mod tokens;
 pub mod wakeups;
+
+/// Asks the database for the simplest answer: it is reachable and serving.
+pub async fn ping(db: &sqlx::PgPool) -> sqlx::Result<()> {
+    sqlx::query_scalar!("SELECT 1").fetch_one(db).await?;
+    Ok(())
+}
 
 /// The `status IN (...)` list of bisects still being worked on.
 pub const ACTIVE_STATUSES: &str = "('queued', 'reproducing', 'searching', 'verifying')";
