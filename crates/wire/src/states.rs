@@ -89,6 +89,10 @@ macro_rules! sqlx_text {
     };
 }
 
+/// For enums defined elsewhere in the crate with `as_str` and `FromStr`.
+#[cfg(feature = "sqlx")]
+pub(crate) use sqlx_text;
+
 text_enum!(
     /// Where a bisect is: (`fetching →`) `queued → reproducing → searching → verifying →`
     /// one final status. `fetching` waits for its repository's fetch, before its range exists.

@@ -5,6 +5,7 @@
 
 pub mod allocation;
 pub mod assessments;
+pub mod builds;
 pub mod candidates;
 pub mod events;
 pub mod fetches;
@@ -12,7 +13,9 @@ pub mod hosts;
 pub mod inventory;
 pub mod jobs;
 pub mod kconfigs;
+pub mod queue;
 pub mod repositories;
+pub mod runs;
 pub mod subscriptions;
 pub mod summaries;
 pub mod tasks;

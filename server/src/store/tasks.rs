@@ -2,17 +2,20 @@
 //! run (metrics, environment, log) and every build (log) it produced. Reads only.
 
 use chrono::{DateTime, Utc};
+use perfbisect_wire::states::{Phase, TaskState};
 use perfbisect_wire::tasks::{TaskBuild, TaskDetail, TaskRun, TaskSummary};
+use perfbisect_wire::worker::RunEnvironment;
 use sqlx::PgPool;
+use sqlx::types::Json;
+use std::collections::BTreeMap;
 
-#[derive(sqlx::FromRow)]
 struct TaskRow {
     id: i64,
     bisect_id: i64,
     sha: String,
     pair_sha: Option<String>,
-    phase: String,
-    state: String,
+    phase: Phase,
+    state: TaskState,
     runs: i32,
     attempts: i32,
     host: Option<String>,
@@ -33,8 +36,8 @@ impl TaskRow {
                 bisect_id: self.bisect_id,
                 sha: self.sha,
                 pair_sha: self.pair_sha,
-                phase: self.phase,
-                state: self.state,
+                phase: self.phase.as_str().to_string(),
+                state: self.state.as_str().to_string(),
                 runs_requested: self.runs as u32,
                 attempts: self.attempts as u32,
                 host: self.host,
@@ -54,40 +57,45 @@ impl TaskRow {
     }
 }
 
-const TASK_SELECT: &str =
-    "SELECT t.id, t.bisect_id, t.sha, t.pair_sha, t.phase, t.state, t.runs, t.attempts,
-        h.name AS host, t.message, t.log_tail, t.created_at, t.finished_at, t.started_at,
-        (SELECT count(*) FROM runs r WHERE r.task_id = t.id) AS runs_stored,
-        (SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.completed) AS runs_completed
- FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id";
+/// The task query with `$tail` (a literal WHERE/ORDER BY) appended, and its arguments.
+/// (`bisect_id!`: the API's and the pages' task views belong to bisects.)
+macro_rules! select_tasks {
+    ($tail:literal $(, $arg:expr)*) => {
+        sqlx::query_as!(
+            TaskRow,
+            r#"SELECT t.id, t.bisect_id AS "bisect_id!", t.sha, t.pair_sha,
+                   t.phase AS "phase: Phase", t.state AS "state: TaskState", t.runs, t.attempts,
+                   h.name AS "host?", t.message, t.log_tail, t.created_at, t.finished_at,
+                   t.started_at,
+                   (SELECT count(*) FROM runs r WHERE r.task_id = t.id) AS "runs_stored!",
+                   (SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.completed)
+                       AS "runs_completed!"
+               FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id "# + $tail
+            $(, $arg)*
+        )
+    };
+}
 
 /// The tasks of a bisect, oldest first.
 pub async fn of_bisect(db: &PgPool, bisect: i64) -> sqlx::Result<Vec<TaskSummary>> {
-    let rows: Vec<TaskRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{TASK_SELECT} WHERE t.bisect_id = $1 ORDER BY t.id"
-    )))
-    .bind(bisect)
-    .fetch_all(db)
-    .await?;
+    let rows = select_tasks!("WHERE t.bisect_id = $1 ORDER BY t.id", bisect)
+        .fetch_all(db)
+        .await?;
     Ok(rows.into_iter().map(|r| r.summary().0).collect())
 }
 
-#[derive(sqlx::FromRow)]
 struct RunRow {
     iteration: i32,
     sha: String,
     host: String,
     completed: bool,
-    #[sqlx(json)]
-    metrics: std::collections::BTreeMap<String, f64>,
-    #[sqlx(json)]
-    environment: perfbisect_wire::worker::RunEnvironment,
+    metrics: Json<BTreeMap<String, f64>>,
+    environment: Json<RunEnvironment>,
     log: String,
     started_at: DateTime<Utc>,
     finished_at: DateTime<Utc>,
 }
 
-#[derive(sqlx::FromRow)]
 struct BuildRow {
     sha: String,
     host: String,
@@ -100,29 +108,30 @@ struct BuildRow {
 
 /// One task with its runs and builds (`None`: no such task).
 pub async fn detail(db: &PgPool, id: i64) -> sqlx::Result<Option<TaskDetail>> {
-    let row: Option<TaskRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{TASK_SELECT} WHERE t.id = $1"
-    )))
-    .bind(id)
-    .fetch_optional(db)
-    .await?;
+    let row = select_tasks!("WHERE t.id = $1", id)
+        .fetch_optional(db)
+        .await?;
     let Some(row) = row else {
         return Ok(None);
     };
     let (task, log_tail) = row.summary();
-    let runs: Vec<RunRow> = sqlx::query_as(
-        "SELECT r.iteration, r.sha, h.name AS host, r.completed, r.metrics, r.environment, r.log,
-                r.started_at, r.finished_at
-         FROM runs r JOIN hosts h ON h.id = r.host_id WHERE r.task_id = $1 ORDER BY r.iteration",
+    let runs = sqlx::query_as!(
+        RunRow,
+        r#"SELECT r.iteration, r.sha, h.name AS host, r.completed,
+                  r.metrics AS "metrics: Json<BTreeMap<String, f64>>",
+                  r.environment AS "environment: Json<RunEnvironment>", r.log,
+                  r.started_at, r.finished_at
+           FROM runs r JOIN hosts h ON h.id = r.host_id WHERE r.task_id = $1 ORDER BY r.iteration"#,
+        id,
     )
-    .bind(id)
     .fetch_all(db)
     .await?;
-    let builds: Vec<BuildRow> = sqlx::query_as(
+    let builds = sqlx::query_as!(
+        BuildRow,
         "SELECT b.sha, h.name AS host, b.succeeded, b.cached, b.duration_secs, b.log, b.reported_at
          FROM builds b JOIN hosts h ON h.id = b.host_id WHERE b.task_id = $1 ORDER BY b.id",
+        id,
     )
-    .bind(id)
     .fetch_all(db)
     .await?;
     Ok(Some(TaskDetail {
@@ -135,8 +144,8 @@ pub async fn detail(db: &PgPool, id: i64) -> sqlx::Result<Option<TaskDetail>> {
                 sha: r.sha,
                 host: r.host,
                 completed: r.completed,
-                metrics: r.metrics,
-                environment: r.environment,
+                metrics: r.metrics.0,
+                environment: r.environment.0,
                 log: r.log,
                 started_at: r.started_at,
                 finished_at: r.finished_at,
@@ -155,4 +164,95 @@ pub async fn detail(db: &PgPool, id: i64) -> sqlx::Result<Option<TaskDetail>> {
             })
             .collect(),
     }))
+}
+
+/// What a worker needs with a claimed task: where to fetch, what to run, which metric every
+/// completed run must carry (a bisect's, or a watch's first).
+#[derive(Debug)]
+pub struct AssignmentSource {
+    pub url: String,
+    pub spec: serde_json::Value,
+    pub hash: String,
+    pub metric: String,
+}
+
+/// The repository, job and metric of a task's owner: its bisect or its watch.
+pub async fn assignment_source(
+    db: &PgPool,
+    bisect: Option<i64>,
+    watch: Option<i64>,
+) -> sqlx::Result<AssignmentSource> {
+    sqlx::query_as!(
+        AssignmentSource,
+        r#"SELECT r.url, j.spec, j.hash, o.metric AS "metric!" FROM (
+               SELECT repository_id, job_spec_id, metric FROM bisects WHERE id = $1
+               UNION ALL
+               SELECT repository_id, job_spec_id, metrics -> 0 ->> 'name' FROM watches WHERE id = $2) o
+           JOIN repositories r ON r.id = o.repository_id JOIN job_specs j ON j.id = o.job_spec_id"#,
+        bisect,
+        watch,
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// What an upload is checked against: the task, its holder and its owner's metric.
+#[derive(Debug)]
+pub struct UploadTarget {
+    pub bisect_id: Option<i64>,
+    pub task_sha: String,
+    pub pair_sha: Option<String>,
+    pub runs: i32,
+    pub task_state: TaskState,
+    pub holder: Option<i64>,
+    pub metric: String,
+}
+
+pub async fn upload_target(db: &PgPool, task: i64) -> sqlx::Result<Option<UploadTarget>> {
+    sqlx::query_as!(
+        UploadTarget,
+        r#"SELECT t.bisect_id, t.sha AS task_sha, t.pair_sha, t.runs,
+                  t.state AS "task_state: TaskState", t.host_id AS holder,
+                  coalesce(b.metric, w.metrics -> 0 ->> 'name') AS "metric!"
+           FROM tasks t
+           LEFT JOIN bisects b ON b.id = t.bisect_id LEFT JOIN watches w ON w.id = t.watch_id
+           WHERE t.id = $1"#,
+        task,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// A queued or running task, as the queue page lists it.
+#[derive(Debug)]
+pub struct Open {
+    pub id: i64,
+    pub bisect_id: Option<i64>,
+    pub watch_id: Option<i64>,
+    pub sha: String,
+    pub pair_sha: Option<String>,
+    pub host_group: String,
+    pub phase: Phase,
+    pub state: TaskState,
+    pub runs: i32,
+    pub attempts: i32,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub host: Option<String>,
+}
+
+/// At most `limit` queued and running tasks, by group, running first, oldest first.
+pub async fn open(db: &PgPool, limit: i64) -> sqlx::Result<Vec<Open>> {
+    sqlx::query_as!(
+        Open,
+        r#"SELECT t.id, t.bisect_id, t.watch_id, t.sha, t.pair_sha, t.host_group,
+                  t.phase AS "phase: Phase", t.state AS "state: TaskState", t.runs, t.attempts,
+                  t.created_at, t.started_at, h.name AS "host?"
+           FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id
+           WHERE t.state IN ('queued', 'running')
+           ORDER BY t.host_group, t.state DESC, t.id LIMIT $1"#,
+        limit,
+    )
+    .fetch_all(db)
+    .await
 }

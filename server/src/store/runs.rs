@@ -1,0 +1,57 @@
+//! `runs`: one execution of the benchmark on one host at one commit, with every metric it
+//! produced. Runs are stored; statistics are derived from them, never stored instead.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+
+/// The iterations of `task` already stored (by this or an earlier holder), ascending.
+pub async fn iterations<'e>(db: impl PgExecutor<'e>, task: i64) -> sqlx::Result<Vec<i32>> {
+    sqlx::query_scalar!(
+        "SELECT iteration FROM runs WHERE task_id = $1 ORDER BY iteration",
+        task
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// A run as a worker uploaded it, checked by the API.
+pub struct NewRun<'a> {
+    pub task: i64,
+    pub bisect: Option<i64>,
+    pub sha: &'a str,
+    pub host: i64,
+    pub iteration: i32,
+    pub completed: bool,
+    pub metrics: serde_json::Value,
+    pub log: &'a str,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub environment: serde_json::Value,
+}
+
+/// Stores the run if its host still holds the task (the task row is locked `FOR SHARE` in
+/// the same statement, so a lease that ran out since the API's check leaves nothing
+/// written). An iteration stored before is not stored again. Returns whether it stored it.
+pub async fn insert_held<'e>(db: impl PgExecutor<'e>, run: &NewRun<'_>) -> sqlx::Result<bool> {
+    let inserted = sqlx::query!(
+        "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log,
+                           started_at, finished_at, environment)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+         FROM (SELECT 1 FROM tasks WHERE id = $1 AND host_id = $4 AND state = 'running' FOR SHARE) AS held
+         ON CONFLICT (task_id, iteration) DO NOTHING",
+        run.task,
+        run.bisect,
+        run.sha,
+        run.host,
+        run.iteration,
+        run.completed,
+        run.metrics,
+        run.log,
+        run.started_at,
+        run.finished_at,
+        run.environment,
+    )
+    .execute(db)
+    .await?;
+    Ok(inserted.rows_affected() > 0)
+}
