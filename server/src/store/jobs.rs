@@ -45,3 +45,25 @@ pub async fn metric_names(db: &sqlx::PgPool, job_hash: &str) -> sqlx::Result<Vec
     .fetch_all(db)
     .await
 }
+
+/// What a bisect's mail attaches: its job spec as submitted, and the kernel config the job
+/// names, when one is stored under that name.
+#[derive(Debug)]
+pub struct Attachments {
+    pub yaml: String,
+    pub kconfig_name: Option<String>,
+    pub kconfig: Option<String>,
+}
+
+pub async fn attachments(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<Option<Attachments>> {
+    sqlx::query_as!(
+        Attachments,
+        r#"SELECT j.yaml, k.name AS "kconfig_name?", k.content AS "kconfig?" FROM bisects b
+           JOIN job_specs j ON j.id = b.job_spec_id
+           LEFT JOIN kconfigs k ON k.name = j.spec ->> 'kconfig'
+           WHERE b.id = $1"#,
+        bisect,
+    )
+    .fetch_optional(db)
+    .await
+}
