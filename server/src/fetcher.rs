@@ -243,7 +243,14 @@ async fn resolve_waiting(
                 .await?;
         }
         Err(reason) => {
-            crate::scheduler::finish(&mut tx, w.id, "failed", reason, None).await?;
+            crate::scheduler::finish(
+                &mut tx,
+                w.id,
+                perfbisect_wire::states::BisectStatus::Failed,
+                reason,
+                None,
+            )
+            .await?;
         }
     }
     tx.commit().await?;

@@ -153,7 +153,14 @@ async fn cancel_bisect(
             "bisect {id} has already ended ({status})"
         )));
     }
-    crate::scheduler::finish(&mut tx, id, "cancelled", "cancelled by the user", None).await?;
+    crate::scheduler::finish(
+        &mut tx,
+        id,
+        perfbisect_wire::states::BisectStatus::Cancelled,
+        "cancelled by the user",
+        None,
+    )
+    .await?;
     tx.commit().await?;
     Ok(Json(bisect_view::load(&state, id).await?))
 }

@@ -55,3 +55,34 @@ pub async fn insert_held<'e>(db: impl PgExecutor<'e>, run: &NewRun<'_>) -> sqlx:
     .await?;
     Ok(inserted.rows_affected() > 0)
 }
+
+/// One run of a bisect as its evidence needs it.
+#[derive(Debug)]
+pub struct Sample {
+    pub task_id: i64,
+    pub sha: String,
+    pub completed: bool,
+    /// The bisect's metric, when the run reported it.
+    pub value: Option<f64>,
+    /// When it started, in seconds since the epoch.
+    pub at: f64,
+    pub host_id: i64,
+}
+
+/// Every run of `bisect` with its value of `metric`, in upload order within each task.
+pub async fn samples(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    metric: &str,
+) -> sqlx::Result<Vec<Sample>> {
+    sqlx::query_as!(
+        Sample,
+        r#"SELECT task_id, sha, completed, (metrics ->> $2)::float8 AS value,
+                  EXTRACT(EPOCH FROM started_at)::float8 AS "at!", host_id FROM runs
+           WHERE bisect_id = $1 ORDER BY task_id, iteration"#,
+        bisect,
+        metric,
+    )
+    .fetch_all(tx)
+    .await
+}

@@ -256,3 +256,112 @@ pub async fn open(db: &PgPool, limit: i64) -> sqlx::Result<Vec<Open>> {
     .fetch_all(db)
     .await
 }
+
+/// A task of a bisect as its evidence needs it.
+#[derive(Debug)]
+pub struct ForEvidence {
+    pub id: i64,
+    pub sha: String,
+    pub pair_sha: Option<String>,
+    pub state: TaskState,
+    pub runs: i32,
+    pub failed_sha: Option<String>,
+}
+
+/// Every task of `bisect`, oldest first.
+pub async fn for_evidence(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+) -> sqlx::Result<Vec<ForEvidence>> {
+    sqlx::query_as!(
+        ForEvidence,
+        r#"SELECT id, sha, pair_sha, state AS "state: TaskState", runs, failed_sha FROM tasks
+           WHERE bisect_id = $1 ORDER BY id"#,
+        bisect,
+    )
+    .fetch_all(tx)
+    .await
+}
+
+/// A task that failed on every attempt.
+#[derive(Debug)]
+pub struct Lost {
+    pub id: i64,
+    pub sha: String,
+    pub message: Option<String>,
+}
+
+/// The bisect's first task that failed on every attempt, if any.
+pub async fn first_lost(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<Option<Lost>> {
+    sqlx::query_as!(
+        Lost,
+        "SELECT id, sha, message FROM tasks WHERE bisect_id = $1 AND state = 'failed'
+         ORDER BY id LIMIT 1",
+        bisect,
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+/// A build failure of one of the bisect's endpoints (`good` or `bad`): the commit, and the
+/// build log's tail (or the task's message).
+pub async fn broken_endpoint(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    good: &str,
+    bad: &str,
+) -> sqlx::Result<Option<(String, Option<String>)>> {
+    let row = sqlx::query!(
+        r#"SELECT coalesce(failed_sha, sha) AS "sha!", coalesce(log_tail, message) AS log FROM tasks
+           WHERE bisect_id = $1 AND state = 'build_failed' AND coalesce(failed_sha, sha) IN ($2, $3)
+           LIMIT 1"#,
+        bisect,
+        good,
+        bad,
+    )
+    .fetch_optional(tx)
+    .await?;
+    Ok(row.map(|r| (r.sha, r.log)))
+}
+
+/// A task the scheduler queues for a bisect.
+pub struct NewTask<'a> {
+    pub bisect: i64,
+    pub sha: &'a str,
+    /// The commit a verification task interleaves with `sha` on one host.
+    pub pair_sha: Option<&'a str>,
+    pub job_spec_id: i64,
+    pub host_group: &'a str,
+    pub runs: i32,
+    pub phase: Phase,
+}
+
+pub async fn queue(tx: &mut sqlx::PgConnection, t: &NewTask<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        t.bisect,
+        t.sha,
+        t.pair_sha,
+        t.job_spec_id,
+        t.host_group,
+        t.runs,
+        t.phase.as_str(),
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// A bisect that ended has no more work: its open tasks are cancelled (a running one's
+/// worker learns it at its next heartbeat).
+pub async fn cancel_open(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE tasks SET state = 'cancelled', finished_at = now()
+         WHERE bisect_id = $1 AND state IN ('queued', 'running')",
+        bisect,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
