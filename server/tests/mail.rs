@@ -153,7 +153,7 @@ async fn bisect(
         async move {
             sqlx::query_scalar::<_, i64>(
                 "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase, state)
-                 VALUES ($1, $2, $3, $4, 'lkp', 3, 'x', 'done') RETURNING id",
+                 VALUES ($1, $2, $3, $4, 'lkp', 3, 'verifying', 'done') RETURNING id",
             )
             .bind(id)
             .bind(sha)

@@ -91,3 +91,61 @@ pub async fn finish(
     .await?;
     Ok(())
 }
+
+/// Locks the bisect's row against other writers (`FOR NO KEY UPDATE`: run and task inserts,
+/// whose foreign keys take a key-share lock, do not wait) and reads its status.
+pub async fn lock_status(tx: &mut PgConnection, bisect: i64) -> sqlx::Result<Option<BisectStatus>> {
+    sqlx::query_scalar!(
+        r#"SELECT status AS "status: BisectStatus" FROM bisects WHERE id = $1 FOR NO KEY UPDATE"#,
+        bisect,
+    )
+    .fetch_optional(tx)
+    .await
+}
+
+/// The job spec of the bisect, as submitted.
+pub async fn job_yaml(db: &PgPool, bisect: i64) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        "SELECT j.yaml FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id WHERE b.id = $1",
+        bisect,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// What a new submission copies from an earlier bisect (the dashboard's "re-run").
+#[derive(Debug)]
+pub struct Submitted {
+    pub repository: String,
+    pub good_rev: String,
+    pub bad_rev: String,
+    pub yaml: String,
+    pub metric: String,
+    pub direction: Option<String>,
+    pub magnitude_pct: Option<f64>,
+    pub confidence: f64,
+    pub max_runs: i32,
+    /// The addresses to notify, a JSON list.
+    pub notify: serde_json::Value,
+}
+
+pub async fn submitted(db: &PgPool, bisect: i64) -> sqlx::Result<Option<Submitted>> {
+    sqlx::query_as!(
+        Submitted,
+        "SELECT r.name AS repository, b.good_rev, b.bad_rev, j.yaml, b.metric, b.direction,
+                b.magnitude_pct, b.confidence, b.max_runs, b.notify
+         FROM bisects b JOIN repositories r ON r.id = b.repository_id
+         JOIN job_specs j ON j.id = b.job_spec_id
+         WHERE b.id = $1",
+        bisect,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Every metric a bisect was submitted for, sorted (the list page's filter).
+pub async fn metrics(db: &PgPool) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!("SELECT DISTINCT metric FROM bisects ORDER BY metric")
+        .fetch_all(db)
+        .await
+}

@@ -107,6 +107,32 @@ pub async fn graph<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> sqlx::Resu
     .await
 }
 
+/// Every candidate's commit, by index (the good endpoint left out).
+pub async fn shas(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        "SELECT sha FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
+        bisect,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// The subjects of the bisect's commits among `shas`.
+pub async fn subjects(
+    db: &sqlx::PgPool,
+    bisect: i64,
+    shas: &[String],
+) -> sqlx::Result<std::collections::HashMap<String, String>> {
+    let rows = sqlx::query!(
+        "SELECT sha, subject FROM bisect_commits WHERE bisect_id = $1 AND sha = ANY($2)",
+        bisect,
+        shas,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.sha, r.subject)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

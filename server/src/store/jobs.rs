@@ -67,3 +67,41 @@ pub async fn attachments(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<Option<
     .fetch_optional(db)
     .await
 }
+
+/// Like `ensure`, in a transaction: stores the job spec unless its hash is known, and
+/// returns its id either way (one statement; the row it finds is locked until the
+/// transaction ends).
+pub async fn ensure_in(
+    tx: &mut sqlx::PgConnection,
+    hash: &str,
+    spec: &serde_json::Value,
+    yaml: &str,
+    testcase: &str,
+    tbox_group: &str,
+) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        "INSERT INTO job_specs (hash, spec, yaml, testcase, tbox_group) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
+        hash,
+        spec,
+        yaml,
+        testcase,
+        tbox_group,
+    )
+    .fetch_one(tx)
+    .await
+}
+
+/// Every testcase of a stored job, sorted (the list page's filter).
+pub async fn testcases(db: &sqlx::PgPool) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!("SELECT DISTINCT testcase FROM job_specs ORDER BY testcase")
+        .fetch_all(db)
+        .await
+}
+
+/// The job spec with this canonical hash, as first submitted.
+pub async fn yaml_by_hash(db: &sqlx::PgPool, hash: &str) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!("SELECT yaml FROM job_specs WHERE hash = $1", hash)
+        .fetch_optional(db)
+        .await
+}

@@ -25,6 +25,7 @@ pub mod summaries;
 pub mod tasks;
 pub mod tokens;
 pub mod wakeups;
+pub mod watches;
 
 /// Asks the database for the simplest answer: it is reachable and serving.
 pub async fn ping(db: &sqlx::PgPool) -> sqlx::Result<()> {

@@ -89,3 +89,43 @@ pub async fn register(
     .fetch_one(db)
     .await
 }
+
+/// The id of the repository registered as `name`.
+pub async fn id_by_name(db: &PgPool, name: &str) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!("SELECT id FROM repositories WHERE name = $1", name)
+        .fetch_optional(db)
+        .await
+}
+
+/// Every registered repository's name, sorted.
+pub async fn names(db: &PgPool) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!("SELECT name FROM repositories ORDER BY name")
+        .fetch_all(db)
+        .await
+}
+
+/// The repositories whose mirror is not ready: name, state, fetch error.
+pub async fn not_ready(db: &PgPool) -> sqlx::Result<Vec<(String, RepoState, Option<String>)>> {
+    let rows = sqlx::query!(
+        r#"SELECT name, state AS "state: RepoState", fetch_error FROM repositories
+           WHERE state <> 'ready' ORDER BY name"#,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.name, r.state, r.fetch_error))
+        .collect())
+}
+
+/// The fetch URL and web view template of the bisect's repository.
+pub async fn of_bisect(db: &PgPool, bisect: i64) -> sqlx::Result<(String, Option<String>)> {
+    let r = sqlx::query!(
+        "SELECT r.url, r.web_url FROM bisects b JOIN repositories r ON r.id = b.repository_id
+         WHERE b.id = $1",
+        bisect,
+    )
+    .fetch_one(db)
+    .await?;
+    Ok((r.url, r.web_url))
+}

@@ -86,3 +86,20 @@ pub async fn samples(
     .fetch_all(tx)
     .await
 }
+
+/// The bisect's complete runs that reported `metric`: commit and value, in upload order.
+pub async fn values<'e>(
+    db: impl PgExecutor<'e>,
+    bisect: i64,
+    metric: &str,
+) -> sqlx::Result<Vec<(String, f64)>> {
+    let rows = sqlx::query!(
+        r#"SELECT sha, (metrics ->> $2)::float8 AS "value!" FROM runs
+           WHERE bisect_id = $1 AND completed AND metrics ? $2 ORDER BY id"#,
+        bisect,
+        metric,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.sha, r.value)).collect())
+}

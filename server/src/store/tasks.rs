@@ -365,3 +365,35 @@ pub async fn cancel_open(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Resu
     .await?;
     Ok(())
 }
+
+/// A task as the bisect page lists it.
+#[derive(Debug)]
+pub struct Recent {
+    pub id: i64,
+    pub sha: String,
+    pub pair_sha: Option<String>,
+    pub phase: Phase,
+    pub state: TaskState,
+    pub runs: i32,
+    pub host: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Runs stored so far.
+    pub stored: i64,
+}
+
+/// The bisect's latest `limit` tasks, newest first.
+pub async fn recent(db: &PgPool, bisect: i64, limit: i64) -> sqlx::Result<Vec<Recent>> {
+    sqlx::query_as!(
+        Recent,
+        r#"SELECT t.id, t.sha, t.pair_sha, t.phase AS "phase: Phase", t.state AS "state: TaskState",
+                  t.runs, h.name AS "host?", t.started_at, t.finished_at,
+                  (SELECT count(*) FROM runs r WHERE r.task_id = t.id) AS "stored!"
+           FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id
+           WHERE t.bisect_id = $1 ORDER BY t.id DESC LIMIT $2"#,
+        bisect,
+        limit,
+    )
+    .fetch_all(db)
+    .await
+}
