@@ -6,7 +6,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::git::{self, RangeError};
 use crate::state::AppState;
 use perfbisect_wire::api::SubmitBisect;
-use perfbisect_wire::states::RepoState;
+use perfbisect_wire::states::{BisectStatus, RepoState};
 use perfbisect_wire::{JobSpec, JobSpecError};
 
 /// Metric names listed in a refusal, at most.
@@ -274,35 +274,33 @@ async fn insert_bisect(
             r.bad.as_str(),
             Some(r.candidates.len() as i32),
             None,
-            "queued",
+            BisectStatus::Queued,
         ),
-        Err(generation) => ("", "", None, Some(generation), "fetching"),
+        Err(generation) => ("", "", None, Some(generation), BisectStatus::Fetching),
     };
-    sqlx::query_scalar(
-        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
-                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
-                              candidates_total, use_merge_base, fetch_generation, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id",
+    crate::store::bisects::insert(
+        tx,
+        &crate::store::bisects::NewBisect {
+            repository_id: repo_id,
+            job_spec_id: job_id,
+            good_rev: &req.good,
+            bad_rev: &req.bad,
+            good_sha: good,
+            bad_sha: bad,
+            metric: &req.metric,
+            direction: req.direction.as_deref(),
+            magnitude_pct: req.magnitude_pct,
+            confidence: req.confidence.unwrap_or(0.99),
+            max_runs: max_runs as i32,
+            notify: serde_json::json!(req.notify),
+            submitted_by,
+            first_parent: req.first_parent,
+            candidates_total: candidates,
+            use_merge_base: req.use_merge_base,
+            fetch_generation: generation,
+            status,
+        },
     )
-    .bind(repo_id)
-    .bind(job_id)
-    .bind(&req.good)
-    .bind(&req.bad)
-    .bind(good)
-    .bind(bad)
-    .bind(&req.metric)
-    .bind(&req.direction)
-    .bind(req.magnitude_pct)
-    .bind(req.confidence.unwrap_or(0.99))
-    .bind(max_runs as i32)
-    .bind(serde_json::json!(req.notify))
-    .bind(submitted_by)
-    .bind(req.first_parent)
-    .bind(candidates)
-    .bind(req.use_merge_base)
-    .bind(generation)
-    .bind(status)
-    .fetch_one(tx)
     .await
 }
 

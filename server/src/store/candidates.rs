@@ -133,6 +133,54 @@ pub async fn subjects(
     Ok(rows.into_iter().map(|r| (r.sha, r.subject)).collect())
 }
 
+/// The good endpoint and the candidates among `shas`: index, commit, subject, author.
+pub async fn shown(
+    db: &sqlx::PgPool,
+    bisect: i64,
+    shas: &[&str],
+) -> sqlx::Result<Vec<(i32, String, String, String)>> {
+    let rows = sqlx::query!(
+        "SELECT idx, sha, subject, author FROM bisect_commits
+         WHERE bisect_id = $1 AND (idx < 0 OR sha = ANY($2)) ORDER BY idx",
+        bisect,
+        shas as &[&str],
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.idx, r.sha, r.subject, r.author))
+        .collect())
+}
+
+/// How many candidates the bisect has (for rows stored before `candidates_total`).
+pub async fn count(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<i64> {
+    let n = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0"#,
+        bisect,
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(n)
+}
+
+/// The first parent of `sha` within the bisect's candidate set, or the good endpoint.
+pub async fn first_parent(
+    db: &mut sqlx::PgConnection,
+    bisect: i64,
+    sha: &str,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
+           ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
+         WHERE c.bisect_id = $1 AND c.sha = $2",
+        bisect,
+        sha,
+    )
+    .fetch_optional(db)
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

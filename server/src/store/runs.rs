@@ -103,3 +103,74 @@ pub async fn values<'e>(
     .await?;
     Ok(rows.into_iter().map(|r| (r.sha, r.value)).collect())
 }
+
+/// Every run of the bisect: commit, whether it completed, its value of `metric`; in upload
+/// order.
+pub async fn outcomes(
+    db: &sqlx::PgPool,
+    bisect: i64,
+    metric: &str,
+) -> sqlx::Result<Vec<(String, bool, Option<f64>)>> {
+    let rows = sqlx::query!(
+        "SELECT sha, completed, (metrics ->> $2)::float8 AS value FROM runs
+         WHERE bisect_id = $1 ORDER BY id",
+        bisect,
+        metric,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.sha, r.completed, r.value))
+        .collect())
+}
+
+/// One stored run, as far as the measured change needs it (`change::measure`).
+#[derive(Debug, Clone)]
+pub struct ChangeRun {
+    pub sha: String,
+    pub task_sha: String,
+    pub pair_sha: Option<String>,
+    /// The bisected metric's value of a complete run; `None` for an incomplete one.
+    pub value: Option<f64>,
+}
+
+/// Every run of the bisect with its task's commits, in upload order within each task.
+pub async fn for_change<'e>(
+    db: impl PgExecutor<'e>,
+    bisect: i64,
+    metric: &str,
+) -> sqlx::Result<Vec<ChangeRun>> {
+    sqlx::query_as!(
+        ChangeRun,
+        "SELECT r.sha, t.sha AS task_sha, t.pair_sha,
+                CASE WHEN r.completed THEN (r.metrics ->> $2)::float8 END AS value
+         FROM runs r JOIN tasks t ON t.id = r.task_id
+         WHERE r.bisect_id = $1 ORDER BY r.task_id, r.iteration",
+        bisect,
+        metric,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Median machine time of a build (a task's start to its first run) and of a run, over
+/// every task of this job spec so far (earlier bisects of the same job included).
+pub async fn median_costs(
+    tx: &mut sqlx::PgConnection,
+    job_spec: i64,
+) -> sqlx::Result<(Option<f64>, Option<f64>)> {
+    let r = sqlx::query!(
+        "SELECT
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first_run - t.started_at))::float8
+              FROM tasks t
+              JOIN LATERAL (SELECT min(r.started_at) AS first_run FROM runs r WHERE r.task_id = t.id) f ON true
+             WHERE t.job_spec_id = $1 AND t.started_at IS NOT NULL AND f.first_run IS NOT NULL) AS build,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.started_at))::float8
+              FROM runs r JOIN tasks t ON t.id = r.task_id WHERE t.job_spec_id = $1) AS run",
+        job_spec,
+    )
+    .fetch_one(tx)
+    .await?;
+    Ok((r.build, r.run))
+}

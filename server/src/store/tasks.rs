@@ -397,3 +397,28 @@ pub async fn recent(db: &PgPool, bisect: i64, limit: i64) -> sqlx::Result<Vec<Re
     .fetch_all(db)
     .await
 }
+
+/// The commits of the bisect whose build failed, with the build log's tail (or the task's
+/// message).
+pub async fn skipped(db: &PgPool, bisect: i64) -> sqlx::Result<Vec<(String, Option<String>)>> {
+    let rows = sqlx::query!(
+        "SELECT sha, coalesce(log_tail, message) AS reason FROM tasks
+         WHERE bisect_id = $1 AND state = 'build_failed'",
+        bisect,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.sha, r.reason)).collect())
+}
+
+/// The commits a done task of the bisect built (its commit, and its pair's).
+pub async fn built_shas(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        r#"SELECT sha AS "sha!" FROM tasks WHERE bisect_id = $1 AND state = 'done'
+           UNION SELECT pair_sha FROM tasks
+                 WHERE bisect_id = $1 AND state = 'done' AND pair_sha IS NOT NULL"#,
+        bisect,
+    )
+    .fetch_all(tx)
+    .await
+}
