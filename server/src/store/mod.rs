@@ -18,6 +18,7 @@ pub mod kconfigs;
 pub mod mail_options;
 pub mod outbox;
 pub mod queue;
+pub mod reports;
 pub mod repositories;
 pub mod runs;
 pub mod subscriptions;
