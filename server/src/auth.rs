@@ -6,10 +6,12 @@
 
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::store;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use perfbisect_wire::states::TokenKind;
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
@@ -34,20 +36,22 @@ pub enum Role {
 
 impl Role {
     /// The stored `api_tokens.kind`.
-    pub fn kind(self) -> &'static str {
+    pub fn kind(self) -> TokenKind {
         match self {
-            Role::Reader => "reader",
-            Role::Submitter => "api",
-            Role::Operator => "operator",
+            Role::Reader => TokenKind::Reader,
+            Role::Submitter => TokenKind::Api,
+            Role::Operator => TokenKind::Operator,
         }
     }
 
-    pub fn from_kind(kind: &str) -> Option<Role> {
+    /// The role a token of `kind` has; none for an enrollment token, which only registers
+    /// workers.
+    pub fn from_kind(kind: TokenKind) -> Option<Role> {
         match kind {
-            "reader" => Some(Role::Reader),
-            "api" => Some(Role::Submitter),
-            "operator" => Some(Role::Operator),
-            _ => None,
+            TokenKind::Reader => Some(Role::Reader),
+            TokenKind::Api => Some(Role::Submitter),
+            TokenKind::Operator => Some(Role::Operator),
+            TokenKind::Enroll => None,
         }
     }
 
@@ -79,59 +83,32 @@ fn bearer(parts: &Parts) -> Result<&str, ApiError> {
 }
 
 /// Adds a token of `kind` unless a token with the same value is already stored.
-pub async fn ensure_token(db: &PgPool, kind: &str, name: &str, token: &str) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO api_tokens (name, kind, token_hash) VALUES ($1, $2, $3) ON CONFLICT (token_hash) DO NOTHING")
-        .bind(name)
-        .bind(kind)
-        .bind(hash_token(token))
-        .execute(db)
-        .await?;
-    Ok(())
+pub async fn ensure_token(
+    db: &PgPool,
+    kind: TokenKind,
+    name: &str,
+    token: &str,
+) -> sqlx::Result<()> {
+    store::tokens::ensure(db, kind, name, &hash_token(token)).await
 }
 
 /// Makes `token` the startup token of `kind`: stored (again valid if it had been revoked)
 /// and every other startup token of that kind revoked, in one transaction. Tokens made
 /// through the API are not touched.
-pub async fn replace_startup_token(db: &PgPool, kind: &str, token: &str) -> sqlx::Result<u64> {
-    let hash = hash_token(token);
-    let mut tx = db.begin().await?;
-    sqlx::query(
-        "INSERT INTO api_tokens (name, kind, token_hash, source) VALUES ('startup', $1, $2, 'startup')
-         ON CONFLICT (token_hash) DO UPDATE SET revoked_at = NULL
-         WHERE api_tokens.kind = EXCLUDED.kind AND api_tokens.source = 'startup'",
-    )
-    .bind(kind)
-    .bind(&hash)
-    .execute(&mut *tx)
-    .await?;
-    let revoked = sqlx::query(
-        "UPDATE api_tokens SET revoked_at = now()
-         WHERE kind = $1 AND source = 'startup' AND token_hash <> $2 AND revoked_at IS NULL",
-    )
-    .bind(kind)
-    .bind(&hash)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    tx.commit().await?;
-    Ok(revoked)
+pub async fn replace_startup_token(db: &PgPool, kind: TokenKind, token: &str) -> sqlx::Result<u64> {
+    store::tokens::replace_startup(db, kind, &hash_token(token)).await
 }
 
 /// The valid (not revoked) API token with this value: its id and kind.
-async fn lookup(db: &PgPool, token: &str) -> Result<Option<(i64, String)>, ApiError> {
-    Ok(sqlx::query_as(
-        "SELECT id, kind FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL",
-    )
-    .bind(hash_token(token))
-    .fetch_optional(db)
-    .await?)
+async fn lookup(db: &PgPool, token: &str) -> Result<Option<(i64, TokenKind)>, ApiError> {
+    Ok(store::tokens::valid(db, &hash_token(token)).await?)
 }
 
 /// A caller whose API token has at least role `min`.
 async fn api_role(parts: &Parts, state: &AppState, min: Role) -> Result<(i64, Role), ApiError> {
     let token = bearer(parts)?;
     let found = lookup(&state.db, token).await?;
-    match found.and_then(|(id, kind)| Role::from_kind(&kind).map(|r| (id, r))) {
+    match found.and_then(|(id, kind)| Role::from_kind(kind).map(|r| (id, r))) {
         Some((id, role)) if role >= min => Ok((id, role)),
         Some((_, role)) => Err(ApiError::Forbidden(format!(
             "a {} token may not do this: it needs a {} token",
@@ -179,13 +156,9 @@ impl FromRequestParts<AppState> for Enrollment {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer(parts)?;
-        match lookup(&state.db, token)
-            .await?
-            .map(|(_, kind)| kind)
-            .as_deref()
-        {
-            Some("enroll") => Ok(Enrollment { operator: false }),
-            Some("operator") => Ok(Enrollment { operator: true }),
+        match lookup(&state.db, token).await?.map(|(_, kind)| kind) {
+            Some(TokenKind::Enroll) => Ok(Enrollment { operator: false }),
+            Some(TokenKind::Operator) => Ok(Enrollment { operator: true }),
             _ => Err(ApiError::Unauthorized(
                 "the enrollment token is not valid".into(),
             )),
@@ -206,19 +179,8 @@ impl FromRequestParts<AppState> for WorkerHost {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = bearer(parts)?;
-        // Every worker request is a sign of life, but writing it more than once per
-        // `SEEN_EVERY_SECS` costs a commit per request and tells nobody anything new (liveness
-        // windows are minutes).
-        let row: Option<(i64, String)> = sqlx::query_as(
-            "WITH h AS (SELECT id, host_group, last_seen_at FROM hosts WHERE token_hash = $1),
-                  seen AS (UPDATE hosts SET last_seen_at = now() FROM h
-                           WHERE hosts.id = h.id AND h.last_seen_at < now() - make_interval(secs => $2))
-             SELECT id, host_group FROM h",
-        )
-        .bind(hash_token(token))
-        .bind(SEEN_EVERY_SECS)
-        .fetch_optional(&state.db)
-        .await?;
+        let row =
+            store::hosts::authenticate(&state.db, &hash_token(token), SEEN_EVERY_SECS).await?;
         let (host_id, host_group) = row.ok_or_else(|| {
             ApiError::Unauthorized(
                 "the worker token is not valid (another registration of this worker name replaced it, or it was revoked)".into(),
@@ -259,13 +221,7 @@ fn cookie_token(parts: &Parts) -> Option<&str> {
 
 /// Is `token` any valid token (API token of any role, or a worker's)?
 async fn any_valid_token(db: &PgPool, token: &str) -> Result<bool, ApiError> {
-    Ok(sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL AND kind <> 'enroll')
-             OR EXISTS (SELECT 1 FROM hosts WHERE token_hash = $1)",
-    )
-    .bind(hash_token(token))
-    .fetch_one(db)
-    .await?)
+    Ok(store::tokens::may_read(db, &hash_token(token)).await?)
 }
 
 /// The read gate in front of every route: with `require_token`, a request needs a valid

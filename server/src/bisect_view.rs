@@ -4,66 +4,19 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use chrono::{DateTime, Utc};
+use crate::store;
+use chrono::Utc;
 use perfbisect_engine::Summary;
 use perfbisect_wire::api::{Bisect, CommitInfo, CommitStats, Culprit, Revision};
 use std::collections::HashMap;
 
-#[derive(sqlx::FromRow)]
-struct BisectRow {
-    id: i64,
-    repository: String,
-    good_rev: String,
-    bad_rev: String,
-    good_sha: String,
-    bad_sha: String,
-    metric: String,
-    direction: Option<String>,
-    confidence: f64,
-    max_runs: i32,
-    status: String,
-    status_reason: Option<String>,
-    testcase: String,
-    tbox_group: String,
-    job_hash: String,
-    culprit_sha: Option<String>,
-    culprit_confidence: Option<f64>,
-    assessments: serde_json::Value,
-    candidates_total: Option<i32>,
-    candidates_remaining: Option<i32>,
-    findings: Option<serde_json::Value>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    finished_at: Option<DateTime<Utc>>,
-}
-
-const BISECT_SELECT: &str = "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric,
-        b.direction, b.confidence, b.max_runs, b.status, b.status_reason, j.testcase, j.tbox_group, j.hash AS job_hash,
-        b.culprit_sha, b.culprit_confidence, b.assessments, b.candidates_total, b.candidates_remaining, b.findings, b.created_at, b.updated_at, b.finished_at
-    FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id";
-
 /// The full view of one bisect, with per-commit statistics derived from its runs.
 pub async fn load(state: &AppState, id: i64) -> ApiResult<Bisect> {
-    let b: BisectRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{BISECT_SELECT} WHERE b.id = $1"
-    )))
-    .bind(id)
-    .fetch_optional(&state.db)
-    .await?
-    .ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
-    let runs: Vec<(String, bool, Option<f64>)> = sqlx::query_as(
-        "SELECT sha, completed, (metrics ->> $2)::float8 FROM runs WHERE bisect_id = $1 ORDER BY id",
-    )
-    .bind(id)
-    .bind(&b.metric)
-    .fetch_all(&state.db)
-    .await?;
-    let skipped: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT sha, coalesce(log_tail, message) FROM tasks WHERE bisect_id = $1 AND state = 'build_failed'",
-    )
-    .bind(id)
-    .fetch_all(&state.db)
-    .await?;
+    let b = store::bisects::view(&state.db, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
+    let runs = store::runs::outcomes(&state.db, id, &b.metric).await?;
+    let skipped = store::tasks::skipped(&state.db, id).await?;
     // Only the commits this view shows (measured, skipped, the culprit, the good endpoint):
     // a large range's other candidates are not read.
     let mut shown: Vec<&str> = runs.iter().map(|r| r.0.as_str()).collect();
@@ -71,21 +24,8 @@ pub async fn load(state: &AppState, id: i64) -> ApiResult<Bisect> {
     shown.extend(b.culprit_sha.as_deref());
     shown.sort_unstable();
     shown.dedup();
-    let commits: Vec<(i32, String, String, String)> = sqlx::query_as(
-        "SELECT idx, sha, subject, author FROM bisect_commits
-         WHERE bisect_id = $1 AND (idx < 0 OR sha = ANY($2)) ORDER BY idx",
-    )
-    .bind(id)
-    .bind(&shown)
-    .fetch_all(&state.db)
-    .await?;
-    let (runs_done, tasks_pending): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM runs WHERE bisect_id = $1),
-                (SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running'))",
-    )
-    .bind(id)
-    .fetch_one(&state.db)
-    .await?;
+    let commits = store::candidates::shown(&state.db, id, &shown).await?;
+    let (runs_done, tasks_pending) = store::bisects::progress_counts(&state.db, id).await?;
 
     let mut samples: HashMap<&str, (Vec<f64>, usize)> = HashMap::new();
     for (sha, completed, value) in &runs {
@@ -110,14 +50,7 @@ pub async fn load(state: &AppState, id: i64) -> ApiResult<Bisect> {
     }
     let candidates_total = match b.candidates_total {
         Some(n) => n as usize,
-        None => {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0",
-            )
-            .bind(id)
-            .fetch_one(&state.db)
-            .await? as usize
-        }
+        None => store::candidates::count(&state.db, id).await? as usize,
     };
     let candidates_remaining = if b.culprit_sha.is_some() {
         1
@@ -181,7 +114,7 @@ pub async fn load(state: &AppState, id: i64) -> ApiResult<Bisect> {
     }
     let measured_change = measured_change(state, &b).await?;
     let progress = {
-        let is_final = perfbisect_wire::api::status_is_final(&b.status);
+        let is_final = b.status.is_final();
         let end = b.finished_at.unwrap_or_else(Utc::now);
         let inputs = |probabilities| crate::progress::Inputs {
             probabilities,
@@ -227,7 +160,7 @@ pub async fn load(state: &AppState, id: i64) -> ApiResult<Bisect> {
         direction: b.direction,
         confidence: b.confidence,
         max_runs: b.max_runs as u32,
-        status: b.status,
+        status: b.status.as_str().to_string(),
         status_reason: b.status_reason,
         testcase: b.testcase,
         tbox_group: b.tbox_group,
@@ -250,7 +183,7 @@ pub async fn load(state: &AppState, id: i64) -> ApiResult<Bisect> {
 /// parent in the candidate set (or the good endpoint), else the endpoints.
 async fn measured_change(
     state: &AppState,
-    b: &BisectRow,
+    b: &store::bisects::View,
 ) -> ApiResult<Option<perfbisect_wire::api::MeasuredChange>> {
     change_between(
         state,

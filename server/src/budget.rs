@@ -5,6 +5,7 @@
 //! when the engine sees another change point, when the measured step shrinks well below
 //! the one the budget was set from, or when the bisect is close to its end.
 
+use crate::store;
 use perfbisect_engine::budget::{self as rule, Budget, Forecast, Reason};
 use perfbisect_wire::findings::{BudgetPrediction, EngineFindings};
 
@@ -36,14 +37,14 @@ pub async fn settle(
         steps,
         step_in_noise: p.step_in_noise.filter(|d| d.is_finite()),
     };
-    let row: Option<(i32, Option<i32>, i32, Option<f64>)> = sqlx::query_as(
-        "SELECT max_runs, budget_cap, budget_steps, budget_basis FROM bisects
-         WHERE id = $1 AND budget_steps IS NOT NULL",
-    )
-    .bind(bisect)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some((current, cap, set_for, basis)) = row else {
+    let row = store::bisects::budget(&mut *tx, bisect).await?;
+    let Some(store::bisects::StoredBudget {
+        max_runs: current,
+        budget_cap: cap,
+        budget_steps: set_for,
+        budget_basis: basis,
+    }) = row
+    else {
         return Ok(None);
     };
     let current = current.max(0) as u32;
@@ -56,19 +57,15 @@ pub async fn settle(
     let Some(reason) = budget.settle(&forecast, used) else {
         return Ok(None);
     };
-    sqlx::query(
-        "UPDATE bisects SET max_runs = $2, budget_cap = $3, budget_steps = $4, budget_basis = $5
-         WHERE id = $1",
-    )
-    .bind(bisect)
-    .bind(budget.runs as i32)
-    .bind(budget.cap as i32)
-    .bind(budget.steps as i32)
-    .bind(budget.basis)
-    .execute(&mut *tx)
-    .await?;
+    let stored = store::bisects::StoredBudget {
+        max_runs: budget.runs as i32,
+        budget_cap: Some(budget.cap as i32),
+        budget_steps: budget.steps as i32,
+        budget_basis: budget.basis,
+    };
+    store::bisects::set_budget(&mut *tx, bisect, &stored).await?;
     let message = event_message(&budget, reason, p, used);
-    crate::store::events::record(&mut *tx, bisect, "budget", &message).await?;
+    store::events::record(&mut *tx, bisect, "budget", &message).await?;
     Ok(Some(budget.runs))
 }
 
@@ -120,12 +117,7 @@ pub async fn carry_prediction(
     if findings.prediction.is_some() {
         return Ok(());
     }
-    let last: Option<serde_json::Value> =
-        sqlx::query_scalar("SELECT findings -> 'prediction' FROM bisects WHERE id = $1")
-            .bind(bisect)
-            .fetch_optional(&mut *tx)
-            .await?
-            .flatten();
+    let last = store::bisects::last_prediction(&mut *tx, bisect).await?;
     findings.prediction = last.and_then(|v| serde_json::from_value(v).ok());
     Ok(())
 }

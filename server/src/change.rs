@@ -48,14 +48,7 @@ pub fn in_pair(task_sha: &str, pair_sha: Option<&str>, culprit: &str, parent: &s
 }
 
 /// One stored run, as far as the change needs it.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct RunRow {
-    pub sha: String,
-    pub task_sha: String,
-    pub pair_sha: Option<String>,
-    /// The bisected metric's value of a complete run; `None` for an incomplete one.
-    pub value: Option<f64>,
-}
+pub use crate::store::runs::ChangeRun as RunRow;
 
 /// What the change is measured between.
 pub struct Sides<'a> {
@@ -163,16 +156,7 @@ pub async fn load<'e>(
     sides: &Sides<'_>,
     kpi: &KpiTable,
 ) -> sqlx::Result<Option<MeasuredChange>> {
-    let runs: Vec<RunRow> = sqlx::query_as(
-        "SELECT r.sha, t.sha AS task_sha, t.pair_sha,
-                CASE WHEN r.completed THEN (r.metrics ->> $2)::float8 END AS value
-         FROM runs r JOIN tasks t ON t.id = r.task_id
-         WHERE r.bisect_id = $1 ORDER BY r.task_id, r.iteration",
-    )
-    .bind(bisect)
-    .bind(metric)
-    .fetch_all(db)
-    .await?;
+    let runs = crate::store::runs::for_change(db, bisect, metric).await?;
     Ok(measure(&runs, sides, metric, kpi))
 }
 
@@ -188,17 +172,7 @@ pub async fn of_bisect(
     kpi: &KpiTable,
 ) -> sqlx::Result<Option<MeasuredChange>> {
     let parent: Option<String> = match culprit_sha {
-        Some(c) => {
-            sqlx::query_scalar(
-                "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
-                   ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
-                 WHERE c.bisect_id = $1 AND c.sha = $2",
-            )
-            .bind(bisect)
-            .bind(c)
-            .fetch_optional(&mut *db)
-            .await?
-        }
+        Some(c) => crate::store::candidates::first_parent(&mut *db, bisect, c).await?,
         None => None,
     };
     let sides = Sides {
@@ -212,12 +186,14 @@ pub async fn of_bisect(
 /// Measures the bisect's change from its runs now and stores it on its row
 /// (`bisects.measured_change`, what the list pages read). Called by the advance.
 pub async fn refresh(tx: &mut sqlx::PgConnection, bisect: i64, kpi: &KpiTable) -> sqlx::Result<()> {
-    let row: Option<(String, String, String, Option<String>)> =
-        sqlx::query_as("SELECT metric, good_sha, bad_sha, culprit_sha FROM bisects WHERE id = $1")
-            .bind(bisect)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some((metric, good, bad, culprit)) = row else {
+    let row = crate::store::bisects::change_sides(&mut *tx, bisect).await?;
+    let Some(crate::store::bisects::ChangeSides {
+        metric,
+        good_sha: good,
+        bad_sha: bad,
+        culprit_sha: culprit,
+    }) = row
+    else {
         return Ok(());
     };
     let change = of_bisect(tx, bisect, &metric, &good, &bad, culprit.as_deref(), kpi).await?;

@@ -15,7 +15,7 @@
 
 use crate::git::{self, GitError, Range, RangeError};
 use crate::state::AppState;
-use crate::store::fetches::{self, FETCH_LOCK_CLASS};
+use crate::store::fetches;
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -169,12 +169,7 @@ pub async fn run_until(state: &AppState, repo: i64, generation: i64) -> anyhow::
         {
             break Ok(());
         }
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2::int4)")
-            .bind(FETCH_LOCK_CLASS)
-            .bind(repo as i32)
-            .fetch_one(&mut conn)
-            .await?;
-        if locked {
+        if fetches::try_lock(&mut conn, repo).await? {
             break holding_lock(state, repo).await;
         }
         tokio::time::sleep(LOCK_RETRY).await;
@@ -248,7 +243,14 @@ async fn resolve_waiting(
                 .await?;
         }
         Err(reason) => {
-            crate::scheduler::finish(&mut tx, w.id, "failed", reason, None).await?;
+            crate::scheduler::finish(
+                &mut tx,
+                w.id,
+                perfbisect_wire::states::BisectStatus::Failed,
+                reason,
+                None,
+            )
+            .await?;
         }
     }
     tx.commit().await?;

@@ -11,18 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 /// Median machine time of a build (a task's start to its first run) and of a run, over every
 /// task of this job spec so far (earlier bisects of the same job included).
 pub async fn measured_costs(tx: &mut sqlx::PgConnection, job_spec: i64) -> sqlx::Result<Costs> {
-    let (build, run): (Option<f64>, Option<f64>) = sqlx::query_as(
-        "SELECT
-           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first_run - t.started_at))::float8
-              FROM tasks t
-              JOIN LATERAL (SELECT min(r.started_at) AS first_run FROM runs r WHERE r.task_id = t.id) f ON true
-             WHERE t.job_spec_id = $1 AND t.started_at IS NOT NULL AND f.first_run IS NOT NULL),
-           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.started_at))::float8
-              FROM runs r JOIN tasks t ON t.id = r.task_id WHERE t.job_spec_id = $1)",
-    )
-    .bind(job_spec)
-    .fetch_one(&mut *tx)
-    .await?;
+    let (build, run) = crate::store::runs::median_costs(tx, job_spec).await?;
     Ok(Costs {
         build_secs: build.unwrap_or(0.0).max(0.0),
         // A run shorter than the clock's resolution still costs something.
@@ -36,13 +25,7 @@ pub async fn built_points(
     bisect: i64,
     points: &HashMap<String, Point>,
 ) -> sqlx::Result<BTreeSet<Point>> {
-    let shas: Vec<String> = sqlx::query_scalar(
-        "SELECT sha FROM tasks WHERE bisect_id = $1 AND state = 'done'
-         UNION SELECT pair_sha FROM tasks WHERE bisect_id = $1 AND state = 'done' AND pair_sha IS NOT NULL",
-    )
-    .bind(bisect)
-    .fetch_all(&mut *tx)
-    .await?;
+    let shas = crate::store::tasks::built_shas(tx, bisect).await?;
     Ok(shas.iter().filter_map(|s| points.get(s).copied()).collect())
 }
 
@@ -120,10 +103,5 @@ pub async fn store(
     findings: &EngineFindings,
 ) -> sqlx::Result<()> {
     let json = serde_json::to_value(findings).unwrap_or(serde_json::Value::Null);
-    sqlx::query("UPDATE bisects SET findings = $2 WHERE id = $1")
-        .bind(bisect)
-        .bind(json)
-        .execute(tx)
-        .await?;
-    Ok(())
+    crate::store::bisects::set_findings(tx, bisect, &json).await
 }

@@ -175,22 +175,17 @@ fn trim_heap() {
 }
 
 async fn load<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> anyhow::Result<LoadedGraph> {
-    let rows: Vec<(i32, String, Vec<i32>, bool)> = sqlx::query_as(
-        "SELECT idx, sha, parents, first_parent_outside FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
-    )
-    .bind(bisect)
-    .fetch_all(db)
-    .await?;
+    let rows = crate::store::candidates::graph(db, bisect).await?;
     let mut good = None;
     let mut candidates = Vec::with_capacity(rows.len());
-    for (idx, sha, ps, first_parent_outside) in rows {
-        if idx < 0 {
-            good = Some(sha);
+    for r in rows {
+        if r.idx < 0 {
+            good = Some(r.sha);
         } else {
             candidates.push((
-                sha,
-                ps.into_iter().map(|p| p as usize).collect(),
-                first_parent_outside,
+                r.sha,
+                r.parents.into_iter().map(|p| p as usize).collect(),
+                r.first_parent_outside,
             ));
         }
     }

@@ -14,12 +14,7 @@ const PING_DEADLINE: Duration = Duration::from_secs(2);
 
 /// True when the database answers `SELECT 1` within the deadline.
 pub async fn database_ok(db: &sqlx::PgPool) -> Result<(), String> {
-    match tokio::time::timeout(
-        PING_DEADLINE,
-        sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(db),
-    )
-    .await
-    {
+    match tokio::time::timeout(PING_DEADLINE, crate::store::ping(db)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(format!("database error: {e}")),
         Err(_) => Err(format!(

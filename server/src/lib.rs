@@ -41,6 +41,7 @@ pub mod watch;
 pub mod webhook;
 
 use anyhow::Context;
+use perfbisect_wire::states::TokenKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,9 +79,13 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
     db::migrate(&db).await?;
     // Tokens given at start replace the previous start's: a rotated token stops working.
     for (kind, file, given) in [
-        ("api", "api-token", config.api_token()?),
-        ("enroll", "enroll-token", config.enroll_token()?),
-        ("operator", "operator-token", config.operator_token()?),
+        (TokenKind::Api, "api-token", config.api_token()?),
+        (TokenKind::Enroll, "enroll-token", config.enroll_token()?),
+        (
+            TokenKind::Operator,
+            "operator-token",
+            config.operator_token()?,
+        ),
     ] {
         let token = match given {
             Some(t) => t,
@@ -88,7 +93,7 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
         };
         let revoked = auth::replace_startup_token(&db, kind, &token).await?;
         if revoked > 0 {
-            tracing::info!(kind, revoked, "revoked the previous startup token");
+            tracing::info!(%kind, revoked, "revoked the previous startup token");
         }
     }
 

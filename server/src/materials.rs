@@ -6,19 +6,7 @@ use perfbisect_report::materials::{Materials, commit_url};
 use perfbisect_wire::api::{BisectMaterials, CommitLink};
 use sqlx::PgPool;
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    repository: String,
-    web_url: Option<String>,
-    good_sha: String,
-    bad_sha: String,
-    metric: String,
-    direction: Option<String>,
-    confidence: f64,
-    first_parent: bool,
-    culprit_sha: Option<String>,
-    kconfig: Option<String>,
-}
+use crate::store::bisects::ForMaterials as Row;
 
 /// Quotes a shell word when it needs it (a metric or name with odd characters).
 fn sh(word: &str) -> String {
@@ -34,15 +22,7 @@ fn sh(word: &str) -> String {
 }
 
 async fn fetch_row(db: &PgPool, id: i64) -> sqlx::Result<Option<Row>> {
-    sqlx::query_as(
-        "SELECT r.name AS repository, r.web_url, b.good_sha, b.bad_sha, b.metric, b.direction,
-                b.confidence, b.first_parent, b.culprit_sha, j.spec ->> 'kconfig' AS kconfig
-         FROM bisects b JOIN repositories r ON r.id = b.repository_id
-         JOIN job_specs j ON j.id = b.job_spec_id WHERE b.id = $1",
-    )
-    .bind(id)
-    .fetch_optional(db)
-    .await
+    crate::store::bisects::for_materials(db, id).await
 }
 
 /// The materials of bisect `id`, with links under the server's `public_url`. `None` when

@@ -5,6 +5,7 @@
 //! time, so every replica reports the same shared state.
 
 use crate::state::AppState;
+use crate::store::gauges;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -68,36 +69,12 @@ fn family(rows: Vec<(String, i64)>, label: &str) -> Family<Labels, Gauge> {
 
 async fn render(state: &AppState) -> anyhow::Result<String> {
     let db = &state.db;
-    let queued: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT host_group, count(*) FROM tasks WHERE state = 'queued' GROUP BY host_group",
-    )
-    .fetch_all(db)
-    .await?;
-    let running: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT host_group, count(*) FROM tasks WHERE state = 'running' GROUP BY host_group",
-    )
-    .fetch_all(db)
-    .await?;
-    let bisects: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT status, count(*) FROM bisects WHERE status IN {} GROUP BY status",
-        crate::store::ACTIVE_STATUSES
-    )))
-    .fetch_all(db)
-    .await?;
-    let hosts: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT CASE WHEN h.last_seen_at <= now() - make_interval(secs => $1) THEN 'stale'
-                     WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.host_id = h.id AND t.state = 'running') THEN 'busy'
-                     ELSE 'idle' END AS state, count(*)
-         FROM hosts h GROUP BY 1",
-    )
-    .bind(crate::store::allocation::LIVE_HOST_WINDOW_SECS as f64)
-    .fetch_all(db)
-    .await?;
-    let outbox: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT state, count(*) FROM outbox WHERE state IN ('pending', 'sending') GROUP BY state",
-    )
-    .fetch_all(db)
-    .await?;
+    let queued = gauges::tasks_per_group(db, "queued").await?;
+    let running = gauges::tasks_per_group(db, "running").await?;
+    let bisects = gauges::scheduled_bisects(db).await?;
+    let hosts =
+        gauges::hosts_by_state(db, crate::store::allocation::LIVE_HOST_WINDOW_SECS as f64).await?;
+    let outbox = gauges::outbox_backlog(db).await?;
     let wakeups = crate::store::wakeups::backlog(db).await?;
     let (graphs, graph_bytes) = state.graphs.usage();
 

@@ -2,26 +2,14 @@
 //! heartbeats, expired leases handed back, LISTEN/NOTIFY to wake long-polling workers.
 
 use crate::state::AppState;
-use chrono::{DateTime, Utc};
+use crate::store;
+use perfbisect_wire::states::TaskState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
-/// NOTIFY channel raised whenever tasks are queued.
-pub const CHANNEL: &str = "perfbisect_tasks";
-
-#[derive(Debug, sqlx::FromRow)]
-pub struct ClaimedTask {
-    pub id: i64,
-    /// 0 for a watch's measurement.
-    pub bisect_id: i64,
-    pub watch_id: Option<i64>,
-    pub sha: String,
-    pub pair_sha: Option<String>,
-    pub runs: i32,
-    pub lease_expires_at: DateTime<Utc>,
-}
+pub use crate::store::queue::{CHANNEL, ClaimedTask};
 
 /// This replica's long-polling claims, woken per host group: `n` tasks queued for a group
 /// wake `n` of its waiters, not all of them (with a thousand hosts polling, waking all for
@@ -74,21 +62,8 @@ pub async fn claim(
     host_group: &str,
 ) -> sqlx::Result<Option<ClaimedTask>> {
     let started = std::time::Instant::now();
-    let claimed = sqlx::query_as(
-        "UPDATE tasks t SET state = 'running', host_id = $1, attempts = t.attempts + 1,
-                lease_expires_at = now() + make_interval(secs => $3), started_at = now()
-         FROM (SELECT id FROM tasks WHERE state = 'queued' AND host_group = $2
-               AND EXISTS (SELECT 1 FROM hosts h WHERE h.id = $1
-                           AND h.quarantined_at IS NULL AND h.drained_at IS NULL)
-               ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) c
-         WHERE t.id = c.id
-         RETURNING t.id, coalesce(t.bisect_id, 0) AS bisect_id, t.watch_id, t.sha, t.pair_sha, t.runs, t.lease_expires_at",
-    )
-    .bind(host_id)
-    .bind(host_group)
-    .bind(state.lease.as_secs_f64())
-    .fetch_optional(&state.db)
-    .await;
+    let claimed =
+        store::queue::claim(&state.db, host_id, host_group, state.lease.as_secs_f64()).await;
     crate::metrics::observe_claim(started.elapsed());
     claimed
 }
@@ -141,21 +116,16 @@ pub async fn listen_for_tasks(state: AppState, url: String) {
 
 /// Hands expired leases back to the queue (or fails the task after its last attempt).
 pub async fn reap_once(state: &AppState) -> sqlx::Result<Vec<i64>> {
-    let rows: Vec<(i64, Option<i64>, String)> = sqlx::query_as(
-        "UPDATE tasks SET
-             state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-             message = 'lease expired on host ' || coalesce(host_id::text, '?') || ' (attempt ' || attempts || ')',
-             host_id = NULL, lease_expires_at = NULL,
-             finished_at = CASE WHEN attempts >= max_attempts THEN now() END
-         WHERE state = 'running' AND lease_expires_at < now()
-         RETURNING id, bisect_id, state",
-    )
-    .fetch_all(&state.db)
-    .await?;
+    let expired = store::queue::reap_expired(&state.db).await?;
     let mut bisects = Vec::new();
-    for (task, bisect, new_state) in rows {
-        tracing::warn!(task, bisect, new_state, "task lease expired");
-        if new_state == "queued" {
+    for store::queue::Expired {
+        id: task,
+        bisect_id: bisect,
+        state: new_state,
+    } in expired
+    {
+        tracing::warn!(task, bisect, %new_state, "task lease expired");
+        if new_state == TaskState::Queued {
             notify_queued(&state.db).await?;
         }
         // A watch's measurement has no bisect to tell or advance.
@@ -196,19 +166,10 @@ pub async fn notify_queued_in<'e>(
     host_group: &str,
     n: usize,
 ) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(CHANNEL)
-        .bind(format!("{host_group}\t{n}"))
-        .execute(db)
-        .await?;
-    Ok(())
+    store::queue::notify(db, &format!("{host_group}\t{n}")).await
 }
 
 /// Announces that tasks may have been queued in any group (rare paths): every long-poll looks.
 pub async fn notify_queued<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(CHANNEL)
-        .execute(db)
-        .await?;
-    Ok(())
+    store::queue::notify(db, "").await
 }

@@ -51,40 +51,7 @@ pub struct Loaded {
     pub notify: Vec<String>,
 }
 
-#[derive(sqlx::FromRow)]
-struct BisectRow {
-    repository: String,
-    repository_id: i64,
-    url: String,
-    bad_rev: String,
-    good_rev: String,
-    good_sha: String,
-    bad_sha: String,
-    metric: String,
-    status: String,
-    status_reason: Option<String>,
-    culprit_sha: Option<String>,
-    culprit_confidence: Option<f64>,
-    confidence: f64,
-    assessments: serde_json::Value,
-    notify: serde_json::Value,
-    spec: serde_json::Value,
-    testcase: String,
-    findings: Option<serde_json::Value>,
-    direction: Option<String>,
-    max_runs: i32,
-    runs_done: i64,
-}
-
-#[derive(sqlx::FromRow)]
-struct RunRow {
-    sha: String,
-    task_sha: String,
-    pair_sha: Option<String>,
-    host_id: i64,
-    completed: bool,
-    metrics: serde_json::Value,
-}
+use crate::store::reports::{self, ReportBisect as BisectRow, ReportRun as RunRow};
 
 struct CommitRow {
     parents: Vec<i32>,
@@ -102,27 +69,20 @@ struct Stored {
 }
 
 async fn load_stored(conn: &mut PgConnection, id: i64) -> Result<Stored, ReportInputError> {
-    let row: BisectRow = sqlx::query_as(
-        "SELECT r.name AS repository, r.id AS repository_id, r.url, b.bad_rev, b.good_rev, b.good_sha, b.bad_sha,
-                b.metric, b.status, b.status_reason, b.culprit_sha, b.culprit_confidence, b.confidence,
-                b.assessments, b.notify, j.spec, j.testcase, b.findings, b.direction, b.max_runs,
-                (SELECT count(*) FROM runs WHERE bisect_id = b.id) AS runs_done
-         FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id
-         WHERE b.id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?
-    .ok_or(ReportInputError::NotFound(id))?;
-    let rows: Vec<(i32, String, Vec<i32>, String, String)> = sqlx::query_as(
-        "SELECT idx, sha, parents, subject, author FROM bisect_commits WHERE bisect_id = $1",
-    )
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await?;
+    let row = reports::bisect(&mut *conn, id)
+        .await?
+        .ok_or(ReportInputError::NotFound(id))?;
+    let rows = reports::commits(&mut *conn, id).await?;
     let mut commits = HashMap::new();
     let mut by_idx = HashMap::new();
-    for (idx, sha, parents, subject, author) in rows {
+    for reports::ReportCommit {
+        idx,
+        sha,
+        parents,
+        subject,
+        author,
+    } in rows
+    {
         by_idx.insert(idx, sha.clone());
         commits.insert(
             sha,
@@ -133,14 +93,7 @@ async fn load_stored(conn: &mut PgConnection, id: i64) -> Result<Stored, ReportI
             },
         );
     }
-    let runs: Vec<RunRow> = sqlx::query_as(
-        "SELECT r.sha, t.sha AS task_sha, t.pair_sha, r.host_id, r.completed, r.metrics
-         FROM runs r JOIN tasks t ON t.id = r.task_id
-         WHERE r.bisect_id = $1 ORDER BY r.task_id, r.iteration",
-    )
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await?;
+    let runs = reports::runs(&mut *conn, id).await?;
     Ok(Stored {
         row,
         commits,
@@ -338,16 +291,7 @@ async fn found_by(
     conn: &mut PgConnection,
     id: i64,
 ) -> sqlx::Result<Option<perfbisect_report::FoundBy>> {
-    let row: Option<(String, String, String, String)> = sqlx::query_as(
-        "SELECT w.name, c.ref_name, hb.sha, ha.sha FROM watch_changes c
-         JOIN watches w ON w.id = c.watch_id
-         JOIN watch_heads hb ON hb.id = c.before_head_id
-         JOIN watch_heads ha ON ha.id = c.after_head_id
-         WHERE c.bisect_id = $1 AND c.action = 'bisecting' ORDER BY c.id LIMIT 1",
-    )
-    .bind(id)
-    .fetch_optional(&mut *conn)
-    .await?;
+    let row = reports::found_by(&mut *conn, id).await?;
     Ok(row.map(
         |(watch, branch, before, after)| perfbisect_report::FoundBy {
             watch,
@@ -364,18 +308,7 @@ async fn machine(conn: &mut PgConnection, bisect: i64, host: Option<i64>) -> sql
     let Some(host) = host else {
         return Ok(Machine::default());
     };
-    let json: Option<serde_json::Value> = sqlx::query_scalar(
-        "SELECT COALESCE(
-             (SELECT environment->'machine' FROM runs
-              WHERE bisect_id = $2 AND host_id = $1 AND environment ? 'machine'
-              ORDER BY id DESC LIMIT 1),
-             (SELECT machine FROM hosts WHERE id = $1))",
-    )
-    .bind(host)
-    .bind(bisect)
-    .fetch_optional(&mut *conn)
-    .await?
-    .flatten();
+    let json = reports::machine(&mut *conn, bisect, host).await?;
     let info: MachineInfo = json
         .and_then(|j| serde_json::from_value(j).ok())
         .unwrap_or_default();
@@ -398,17 +331,7 @@ async fn additions(
     parent: &str,
     testcase: &str,
 ) -> Result<Vec<Addition>, ReportInputError> {
-    let others: Vec<i64> = sqlx::query_scalar(
-        "SELECT b.id FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
-         WHERE b.status = 'found' AND b.culprit_sha = $1 AND b.id <> $2 AND j.testcase <> $3
-         ORDER BY b.id LIMIT $4",
-    )
-    .bind(culprit)
-    .bind(id)
-    .bind(testcase)
-    .bind(MAX_ADDITIONS)
-    .fetch_all(&mut *conn)
-    .await?;
+    let others = reports::same_culprit(&mut *conn, culprit, id, testcase, MAX_ADDITIONS).await?;
     let mut out = Vec::new();
     for other in others {
         let stored = load_stored(conn, other).await?;

@@ -9,37 +9,12 @@
 
 use crate::state::AppState;
 use crate::store::allocation::LIVE_HOST_WINDOW_SECS;
-use crate::store::{allocation, events, wakeups};
+use crate::store::{self, allocation, events, wakeups};
 use perfbisect_engine::{
     Decision, Direction, Evidence, Outcome, Phase, Point, Settings, decide_explained,
 };
+use perfbisect_wire::states::{BisectStatus, TaskState};
 use std::collections::HashMap;
-
-#[derive(sqlx::FromRow)]
-struct BisectRow {
-    status: String,
-    good_sha: String,
-    metric: String,
-    confidence: f64,
-    max_runs: i32,
-    direction: Option<String>,
-    magnitude_pct: Option<f64>,
-    job_spec_id: i64,
-    first_parent: bool,
-    tbox_group: String,
-    runs_per_task: i32,
-    assessed_round: i64,
-}
-
-#[derive(sqlx::FromRow)]
-struct TaskRow {
-    id: i64,
-    sha: String,
-    pair_sha: Option<String>,
-    state: String,
-    runs: i32,
-    failed_sha: Option<String>,
-}
 
 /// Folds every stored run and task of the bisect into the engine's evidence.
 async fn load_evidence(
@@ -50,17 +25,17 @@ async fn load_evidence(
 ) -> anyhow::Result<Evidence> {
     let mut evidence = Evidence::default();
     // (task, sha, completed, value, start, host) in upload order within each task.
-    let runs: Vec<(i64, String, bool, Option<f64>, f64, i64)> = sqlx::query_as(
-        "SELECT task_id, sha, completed, (metrics ->> $2)::float8,
-                EXTRACT(EPOCH FROM started_at)::float8, host_id FROM runs
-         WHERE bisect_id = $1 ORDER BY task_id, iteration",
-    )
-    .bind(bisect)
-    .bind(metric)
-    .fetch_all(&mut *tx)
-    .await?;
+    let runs = store::runs::samples(&mut *tx, bisect, metric).await?;
     let mut per_task: HashMap<i64, Vec<(Point, Option<f64>)>> = HashMap::new();
-    for (task, sha, completed, value, at, host) in runs {
+    for store::runs::Sample {
+        task_id: task,
+        sha,
+        completed,
+        value,
+        at,
+        host_id: host,
+    } in runs
+    {
         let Some(point) = points.get(&sha).copied() else {
             continue;
         };
@@ -76,13 +51,8 @@ async fn load_evidence(
         }
         per_task.entry(task).or_default().push((point, sample));
     }
-    let tasks: Vec<TaskRow> = sqlx::query_as(
-        "SELECT id, sha, pair_sha, state, runs, failed_sha FROM tasks WHERE bisect_id = $1 ORDER BY id",
-    )
-    .bind(bisect)
-    .fetch_all(&mut *tx)
-    .await?;
-    for TaskRow {
+    let tasks = store::tasks::for_evidence(&mut *tx, bisect).await?;
+    for store::tasks::ForEvidence {
         id: task,
         sha,
         pair_sha,
@@ -121,8 +91,8 @@ async fn load_evidence(
                     .extend(couples);
             }
         }
-        match state.as_str() {
-            "queued" | "running" => {
+        match state {
+            TaskState::Queued | TaskState::Running => {
                 for p in std::iter::once(point).chain(pair) {
                     let uploaded = done.iter().filter(|(q, _)| *q == p).count() as i64;
                     let left = (runs as i64 - uploaded).max(0) as u32;
@@ -131,7 +101,7 @@ async fn load_evidence(
                     }
                 }
             }
-            "build_failed" => {
+            TaskState::BuildFailed => {
                 let failed = failed_sha
                     .as_ref()
                     .and_then(|f| points.get(f))
@@ -168,21 +138,12 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     }
     // Before any evidence is read: what these wake-ups announced is visible from here on.
     wakeups::consume(&mut tx, bisect).await?;
-    let row: Option<BisectRow> = sqlx::query_as(
-        "SELECT b.status, b.good_sha, b.metric, b.confidence, b.max_runs, b.direction, b.magnitude_pct,
-                b.job_spec_id, b.first_parent, j.tbox_group, coalesce((j.spec ->> 'runs_per_task')::int, 5) AS runs_per_task,
-                b.assessed_round
-         FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
-         WHERE b.id = $1",
-    )
-    .bind(bisect)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let row = store::bisects::for_advance(&mut tx, bisect).await?;
     let Some(row) = row else {
         tx.commit().await?;
         return Ok(true);
     };
-    if perfbisect_wire::api::status_is_final(&row.status) {
+    if row.status.is_final() {
         state.graphs.forget(bisect);
         // `finish` woke it once more for this: the change over every run, with the culprit.
         crate::change::refresh(&mut tx, bisect, &state.mail.report.kpi_table()).await?;
@@ -190,27 +151,27 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         return Ok(true);
     }
     // Waiting for its repository's fetch: no range yet (`fetcher` resolves and wakes it).
-    if row.status == "fetching" {
+    if row.status == BisectStatus::Fetching {
         tx.commit().await?;
         return Ok(true);
     }
 
     // A task that failed on every attempt (not the commit's fault) stops the bisect: its
     // evidence is missing and guessing around it would be dishonest.
-    let lost: Option<(i64, String, Option<String>)> = sqlx::query_as(
-        "SELECT id, sha, message FROM tasks WHERE bisect_id = $1 AND state = 'failed' ORDER BY id LIMIT 1",
-    )
-    .bind(bisect)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some((task, sha, message)) = lost {
+    let lost = store::tasks::first_lost(&mut tx, bisect).await?;
+    if let Some(store::tasks::Lost {
+        id: task,
+        sha,
+        message,
+    }) = lost
+    {
         let reason = format!(
             "A task could not be completed, so the bisect stopped (task {task} for commit {} \
              failed on every attempt; this says nothing about the commit).\n{}",
             &sha[..12.min(sha.len())],
             message.unwrap_or_default()
         );
-        finish(&mut tx, bisect, "failed", &reason, None).await?;
+        finish(&mut tx, bisect, BisectStatus::Failed, &reason, None).await?;
         tx.commit().await?;
         state.graphs.forget(bisect);
         return Ok(true);
@@ -235,15 +196,8 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     evidence.built = crate::findings::built_points(&mut tx, bisect, points).await?;
     // Nothing can be decided about a range whose endpoints cannot be built.
     let bad_sha = graph.id(graph.bad()).to_string();
-    let broken_end: Option<(String, Option<String>)> = sqlx::query_as(
-        "SELECT coalesce(failed_sha, sha), coalesce(log_tail, message) FROM tasks
-         WHERE bisect_id = $1 AND state = 'build_failed' AND coalesce(failed_sha, sha) IN ($2, $3) LIMIT 1",
-    )
-    .bind(bisect)
-    .bind(&row.good_sha)
-    .bind(&bad_sha)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let broken_end =
+        store::tasks::broken_endpoint(&mut tx, bisect, &row.good_sha, &bad_sha).await?;
     if let Some((sha, log)) = broken_end {
         let which = if sha == row.good_sha { "good" } else { "bad" };
         let reason = format!(
@@ -252,7 +206,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             &sha[..12],
             log.unwrap_or_default()
         );
-        finish(&mut tx, bisect, "failed", &reason, None).await?;
+        finish(&mut tx, bisect, BisectStatus::Failed, &reason, None).await?;
         tx.commit().await?;
         state.graphs.forget(bisect);
         return Ok(true);
@@ -309,7 +263,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             finish(
                 &mut tx,
                 bisect,
-                "failed",
+                BisectStatus::Failed,
                 &format!("the engine failed: {what}"),
                 None,
             )
@@ -345,18 +299,18 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                 for req in requests.iter().take(idle as usize) {
                     let sha = sha_of(req.point);
                     let pair_sha = req.pair_with.map(sha_of);
-                    sqlx::query(
-                        "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    store::tasks::queue(
+                        &mut tx,
+                        &store::tasks::NewTask {
+                            bisect,
+                            sha: &sha,
+                            pair_sha: pair_sha.as_deref(),
+                            job_spec_id: row.job_spec_id,
+                            host_group: &row.tbox_group,
+                            runs: req.runs.max(1) as i32,
+                            phase: task_phase(phase),
+                        },
                     )
-                    .bind(bisect)
-                    .bind(&sha)
-                    .bind(&pair_sha)
-                    .bind(row.job_spec_id)
-                    .bind(&row.tbox_group)
-                    .bind(req.runs.max(1) as i32)
-                    .bind(phase_name(phase))
-                    .execute(&mut *tx)
                     .await?;
                     // A sentence first; the engine's reasoning folded below it (after a newline).
                     let what = match (&pair_sha, phase) {
@@ -394,11 +348,18 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                 "The culprit is {} (probability {confidence:.4}).",
                 &sha[..12]
             );
-            finish(&mut tx, bisect, "found", &reason, Some((&sha, confidence))).await?;
+            finish(
+                &mut tx,
+                bisect,
+                BisectStatus::Found,
+                &reason,
+                Some((&sha, confidence)),
+            )
+            .await?;
         }
         Decision::Done(Outcome::NotReproduced { reason }) => {
             let reason = format!("The change did not reproduce between the endpoints.\n{reason}");
-            finish(&mut tx, bisect, "not_reproduced", &reason, None).await?;
+            finish(&mut tx, bisect, BisectStatus::NotReproduced, &reason, None).await?;
         }
         Decision::Done(Outcome::Changes {
             changes,
@@ -425,12 +386,19 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                         "The range holds {} changes: {list}.\n{reason}",
                         changes.len()
                     );
-                    finish(&mut tx, bisect, "found", &reason, Some((&sha, p))).await?;
+                    finish(
+                        &mut tx,
+                        bisect,
+                        BisectStatus::Found,
+                        &reason,
+                        Some((&sha, p)),
+                    )
+                    .await?;
                 }
                 _ => {
                     let reason =
                         format!("More than one change, not yet told apart: {list}.\n{reason}");
-                    finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
+                    finish(&mut tx, bisect, BisectStatus::Inconclusive, &reason, None).await?;
                 }
             }
         }
@@ -449,7 +417,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                 prediction.as_ref().filter(|_| ran_out),
             );
             let reason = format!("{first}\n{reason}; best candidates: {}", best.join(", "));
-            finish(&mut tx, bisect, "inconclusive", &reason, None).await?;
+            finish(&mut tx, bisect, BisectStatus::Inconclusive, &reason, None).await?;
         }
     }
     crate::change::refresh(&mut tx, bisect, &state.mail.report.kpi_table()).await?;
@@ -460,11 +428,22 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     Ok(true)
 }
 
-fn phase_name(phase: Phase) -> &'static str {
+/// The phase a task is queued in for the engine's phase.
+fn task_phase(phase: Phase) -> perfbisect_wire::states::Phase {
+    use perfbisect_wire::states::Phase as Task;
     match phase {
-        Phase::Reproducing => "reproducing",
-        Phase::Searching => "searching",
-        Phase::Verifying => "verifying",
+        Phase::Reproducing => Task::Reproducing,
+        Phase::Searching => Task::Searching,
+        Phase::Verifying => Task::Verifying,
+    }
+}
+
+/// The bisect's status while the engine is in `phase`.
+fn phase_status(phase: Phase) -> BisectStatus {
+    match phase {
+        Phase::Reproducing => BisectStatus::Reproducing,
+        Phase::Searching => BisectStatus::Searching,
+        Phase::Verifying => BisectStatus::Verifying,
     }
 }
 
@@ -474,52 +453,26 @@ async fn set_phase(
     phase: Phase,
     why: Option<&str>,
 ) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE bisects SET status = $2, status_reason = coalesce($3, status_reason), updated_at = now()
-         WHERE id = $1 AND status IN ('queued', 'reproducing', 'searching', 'verifying')",
-    )
-    .bind(bisect)
-    .bind(phase_name(phase))
-    .bind(why)
-    .execute(tx)
-    .await?;
-    Ok(())
+    store::bisects::set_phase(tx, bisect, phase_status(phase), why).await
 }
 
 /// Ends the bisect: final status, reason, culprit, and no more work for it.
 pub async fn finish(
     tx: &mut sqlx::PgConnection,
     bisect: i64,
-    status: &str,
+    status: BisectStatus,
     reason: &str,
     culprit: Option<(&str, f64)>,
 ) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE bisects SET status = $2, status_reason = $3, culprit_sha = $4, culprit_confidence = $5,
-                updated_at = now(), finished_at = now(), measured_change = NULL
-         WHERE id = $1",
-    )
-    .bind(bisect)
-    .bind(status)
-    .bind(reason)
-    .bind(culprit.map(|c| c.0))
-    .bind(culprit.map(|c| c.1))
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "UPDATE tasks SET state = 'cancelled', finished_at = now()
-         WHERE bisect_id = $1 AND state IN ('queued', 'running')",
-    )
-    .bind(bisect)
-    .execute(&mut *tx)
-    .await?;
-    events::record(&mut *tx, bisect, status, reason).await?;
+    store::bisects::finish(&mut *tx, bisect, status, reason, culprit).await?;
+    store::tasks::cancel_open(&mut *tx, bisect).await?;
+    events::record(&mut *tx, bisect, status.as_str(), reason).await?;
     // The hosts it held are shared among the group's other bisects now.
     wakeups::wake_group_of(&mut *tx, bisect, wakeups::Reason::ShareChanged).await?;
     // Its own last advance stores its final change (readers compute it until then).
     wakeups::wake(&mut *tx, bisect, wakeups::Reason::Ended).await?;
     // The outcome and its mail commit together (the transactional outbox).
-    crate::notify::outbox::enqueue(&mut *tx, bisect, status).await?;
-    tracing::info!(bisect, status, reason, "bisect finished");
+    crate::notify::outbox::enqueue(&mut *tx, bisect, status.as_str()).await?;
+    tracing::info!(bisect, %status, reason, "bisect finished");
     Ok(())
 }

@@ -6,6 +6,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::git::{self, RangeError};
 use crate::state::AppState;
 use perfbisect_wire::api::SubmitBisect;
+use perfbisect_wire::states::{BisectStatus, RepoState};
 use perfbisect_wire::{JobSpec, JobSpecError};
 
 /// Metric names listed in a refusal, at most.
@@ -116,26 +117,28 @@ pub async fn submit(
     let spec = validate(req)?;
     check_kconfig(state, &spec).await?;
     check_metric(state, &spec.hash(), &req.metric).await?;
-    let repo: Option<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
-        "SELECT id, url, state, fetch_error, fetch_requested FROM repositories WHERE name = $1",
-    )
-    .bind(&req.repository)
-    .fetch_optional(&state.db)
-    .await?;
-    let (repo_id, url, repo_state, fetch_error, requested) = repo.ok_or_else(|| {
+    let repo = crate::store::repositories::by_name(&state.db, &req.repository).await?;
+    let repo = repo.ok_or_else(|| {
         ApiError::unprocessable(
             "repository",
             format!("no repository named `{}` is registered", req.repository),
         )
     })?;
+    let (repo_id, url, repo_state, fetch_error, requested) = (
+        repo.id,
+        repo.url,
+        repo.state,
+        repo.fetch_error,
+        repo.fetch_requested,
+    );
     // A repository registered under an older, looser policy is not fetched again.
     state
         .mirrors
         .check_url_for_request(&url, "repository")
         .await?;
     let phase = std::time::Instant::now();
-    let resolution = match repo_state.as_str() {
-        "failed" => {
+    let resolution = match repo_state {
+        RepoState::Failed => {
             return Err(ApiError::unprocessable(
                 "repository",
                 format!(
@@ -147,8 +150,8 @@ pub async fn submit(
             ));
         }
         // Its first fetch is under way: the bisect waits for it.
-        "mirroring" => crate::fetcher::Resolution::Waiting,
-        _ => {
+        RepoState::Mirroring => crate::fetcher::Resolution::Waiting,
+        RepoState::Ready => {
             crate::fetcher::resolve_for_submit(
                 state,
                 repo_id,
@@ -163,7 +166,7 @@ pub async fn submit(
     let range = match resolution {
         crate::fetcher::Resolution::Range(range) => range,
         crate::fetcher::Resolution::Waiting => {
-            let generation = if repo_state == "mirroring" {
+            let generation = if repo_state == RepoState::Mirroring {
                 requested
             } else {
                 crate::store::fetches::request(&state.db, repo_id).await?
@@ -271,35 +274,33 @@ async fn insert_bisect(
             r.bad.as_str(),
             Some(r.candidates.len() as i32),
             None,
-            "queued",
+            BisectStatus::Queued,
         ),
-        Err(generation) => ("", "", None, Some(generation), "fetching"),
+        Err(generation) => ("", "", None, Some(generation), BisectStatus::Fetching),
     };
-    sqlx::query_scalar(
-        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric, direction,
-                              magnitude_pct, confidence, max_runs, notify, submitted_by, first_parent,
-                              candidates_total, use_merge_base, fetch_generation, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING id",
+    crate::store::bisects::insert(
+        tx,
+        &crate::store::bisects::NewBisect {
+            repository_id: repo_id,
+            job_spec_id: job_id,
+            good_rev: &req.good,
+            bad_rev: &req.bad,
+            good_sha: good,
+            bad_sha: bad,
+            metric: &req.metric,
+            direction: req.direction.as_deref(),
+            magnitude_pct: req.magnitude_pct,
+            confidence: req.confidence.unwrap_or(0.99),
+            max_runs: max_runs as i32,
+            notify: serde_json::json!(req.notify),
+            submitted_by,
+            first_parent: req.first_parent,
+            candidates_total: candidates,
+            use_merge_base: req.use_merge_base,
+            fetch_generation: generation,
+            status,
+        },
     )
-    .bind(repo_id)
-    .bind(job_id)
-    .bind(&req.good)
-    .bind(&req.bad)
-    .bind(good)
-    .bind(bad)
-    .bind(&req.metric)
-    .bind(&req.direction)
-    .bind(req.magnitude_pct)
-    .bind(req.confidence.unwrap_or(0.99))
-    .bind(max_runs as i32)
-    .bind(serde_json::json!(req.notify))
-    .bind(submitted_by)
-    .bind(req.first_parent)
-    .bind(candidates)
-    .bind(req.use_merge_base)
-    .bind(generation)
-    .bind(status)
-    .fetch_one(tx)
     .await
 }
 
@@ -353,10 +354,7 @@ pub async fn check_kconfig(state: &AppState, spec: &JobSpec) -> ApiResult<()> {
     let Some(name) = &spec.kconfig else {
         return Ok(());
     };
-    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM kconfigs WHERE name = $1)")
-        .bind(name)
-        .fetch_one(&state.db)
-        .await?;
+    let known = crate::store::kconfigs::exists(&state.db, name).await?;
     if known {
         Ok(())
     } else {

@@ -56,9 +56,14 @@ async fn with_postgres_killed_healthz_reports_it_and_the_service_recovers_with_n
         .await
         .unwrap();
     assert_eq!(fsync, "on");
-    auth::ensure_token(&pool, "api", "t", common::TOKEN)
-        .await
-        .unwrap();
+    auth::ensure_token(
+        &pool,
+        perfbisect_wire::states::TokenKind::Api,
+        "t",
+        common::TOKEN,
+    )
+    .await
+    .unwrap();
     let state = AppState::new(
         pool,
         dir.path(),

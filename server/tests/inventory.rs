@@ -49,9 +49,14 @@ const OPERATOR: &str = "test-operator-token";
 
 /// The operator's token: draining and releasing hosts is theirs.
 async fn operator(f: &common::Fixture) -> &'static str {
-    perfbisect_server::auth::ensure_token(&f.state.db, "operator", "test", OPERATOR)
-        .await
-        .unwrap();
+    perfbisect_server::auth::ensure_token(
+        &f.state.db,
+        perfbisect_wire::states::TokenKind::Operator,
+        "test",
+        OPERATOR,
+    )
+    .await
+    .unwrap();
     OPERATOR
 }
 

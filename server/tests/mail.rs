@@ -153,7 +153,7 @@ async fn bisect(
         async move {
             sqlx::query_scalar::<_, i64>(
                 "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase, state)
-                 VALUES ($1, $2, $3, $4, 'lkp', 3, 'x', 'done') RETURNING id",
+                 VALUES ($1, $2, $3, $4, 'lkp', 3, 'verifying', 'done') RETURNING id",
             )
             .bind(id)
             .bind(sha)
@@ -588,15 +588,27 @@ async fn the_final_status_and_its_mail_commit_or_roll_back_together() {
         .unwrap()
     };
     let mut tx = f.state.db.begin().await.unwrap();
-    scheduler::finish(&mut tx, id, "found", "culprit", Some((C1, 0.995)))
-        .await
-        .unwrap();
+    scheduler::finish(
+        &mut tx,
+        id,
+        perfbisect_wire::states::BisectStatus::Found,
+        "culprit",
+        Some((C1, 0.995)),
+    )
+    .await
+    .unwrap();
     tx.rollback().await.unwrap();
     assert!(rows().await.is_empty());
     let mut tx = f.state.db.begin().await.unwrap();
-    scheduler::finish(&mut tx, id, "found", "culprit", Some((C1, 0.995)))
-        .await
-        .unwrap();
+    scheduler::finish(
+        &mut tx,
+        id,
+        perfbisect_wire::states::BisectStatus::Found,
+        "culprit",
+        Some((C1, 0.995)),
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     let got = rows().await;
     assert_eq!(got.len(), 1);
@@ -614,9 +626,15 @@ async fn the_final_status_and_its_mail_commit_or_roll_back_together() {
     )
     .await;
     let mut tx = f.state.db.begin().await.unwrap();
-    scheduler::finish(&mut tx, other, "cancelled", "by the user", None)
-        .await
-        .unwrap();
+    scheduler::finish(
+        &mut tx,
+        other,
+        perfbisect_wire::states::BisectStatus::Cancelled,
+        "by the user",
+        None,
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     let (s, body) = call(&f, "GET", "/api/v1/outbox", Some(TOKEN), None).await;
     assert_eq!(s, StatusCode::OK);
@@ -663,9 +681,15 @@ async fn finished(f: &Fixture) -> i64 {
     )
     .await;
     let mut tx = f.state.db.begin().await.unwrap();
-    scheduler::finish(&mut tx, id, "found", "culprit", Some((C1, 0.995)))
-        .await
-        .unwrap();
+    scheduler::finish(
+        &mut tx,
+        id,
+        perfbisect_wire::states::BisectStatus::Found,
+        "culprit",
+        Some((C1, 0.995)),
+    )
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     id
 }

@@ -230,9 +230,14 @@ impl Tokens {
 }
 
 async fn tokens(f: &common::Fixture) -> Tokens {
-    perfbisect_server::auth::ensure_token(&f.state.db, "operator", "test", "test-operator-token")
-        .await
-        .unwrap();
+    perfbisect_server::auth::ensure_token(
+        &f.state.db,
+        perfbisect_wire::states::TokenKind::Operator,
+        "test",
+        "test-operator-token",
+    )
+    .await
+    .unwrap();
     let (s, v) = call(
         f,
         "POST",
@@ -431,9 +436,13 @@ async fn tokens_are_created_listed_revoked_and_startup_tokens_replace_the_last_o
 
     // A restart with a new startup token revokes the previous startup token of that kind.
     use perfbisect_server::auth::replace_startup_token;
-    replace_startup_token(&f.state.db, "api", "first-startup-token")
-        .await
-        .unwrap();
+    replace_startup_token(
+        &f.state.db,
+        perfbisect_wire::states::TokenKind::Api,
+        "first-startup-token",
+    )
+    .await
+    .unwrap();
     let (s, _) = call(
         &f,
         "POST",
@@ -443,9 +452,13 @@ async fn tokens_are_created_listed_revoked_and_startup_tokens_replace_the_last_o
     )
     .await;
     assert_eq!(s.as_u16(), 404);
-    let revoked = replace_startup_token(&f.state.db, "api", "second-startup-token")
-        .await
-        .unwrap();
+    let revoked = replace_startup_token(
+        &f.state.db,
+        perfbisect_wire::states::TokenKind::Api,
+        "second-startup-token",
+    )
+    .await
+    .unwrap();
     assert!(revoked >= 1);
     let (s, _) = call(
         &f,

@@ -30,6 +30,28 @@ impl HostActivity {
     }
 }
 
+impl std::str::FromStr for HostActivity {
+    type Err = crate::states::UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            HostActivity::Idle,
+            HostActivity::Booting,
+            HostActivity::Running,
+            HostActivity::PoweredOff,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == s)
+        .ok_or_else(|| crate::states::UnknownState {
+            what: "host activity",
+            text: s.to_string(),
+        })
+    }
+}
+
+// `hosts.activity`, CHECKed to the same four strings.
+#[cfg(feature = "sqlx")]
+crate::states::sqlx_text!(HostActivity);
+
 /// How the host's last boot or run went, when the report closes one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

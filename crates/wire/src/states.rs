@@ -42,8 +42,56 @@ macro_rules! text_enum {
                 f.write_str(self.as_str())
             }
         }
+
+        #[cfg(feature = "sqlx")]
+        sqlx_text!($name);
     };
 }
+
+/// Stored as `text` (the columns stay text, with CHECK constraints listing the same strings),
+/// so the enums are read and bound like `&str` and parsed on the way out: a value the enum
+/// does not know is a decode error naming it, not a silent default.
+#[cfg(feature = "sqlx")]
+macro_rules! sqlx_text {
+    ($name:ident) => {
+        impl sqlx::Type<sqlx::Postgres> for $name {
+            fn type_info() -> sqlx::postgres::PgTypeInfo {
+                <&str as sqlx::Type<sqlx::Postgres>>::type_info()
+            }
+            fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+                <&str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+            }
+        }
+
+        impl sqlx::postgres::PgHasArrayType for $name {
+            fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+                <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
+            }
+        }
+
+        impl sqlx::Encode<'_, sqlx::Postgres> for $name {
+            fn encode_by_ref(
+                &self,
+                buf: &mut sqlx::postgres::PgArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <&str as sqlx::Encode<sqlx::Postgres>>::encode(self.as_str(), buf)
+            }
+        }
+
+        impl<'r> sqlx::Decode<'r, sqlx::Postgres> for $name {
+            fn decode(
+                value: sqlx::postgres::PgValueRef<'r>,
+            ) -> Result<Self, sqlx::error::BoxDynError> {
+                let text = <&str as sqlx::Decode<sqlx::Postgres>>::decode(value)?;
+                Ok(text.parse::<$name>()?)
+            }
+        }
+    };
+}
+
+/// For enums defined elsewhere in the crate with `as_str` and `FromStr`.
+#[cfg(feature = "sqlx")]
+pub(crate) use sqlx_text;
 
 text_enum!(
     /// Where a bisect is: (`fetching →`) `queued → reproducing → searching → verifying →`
@@ -89,11 +137,46 @@ text_enum!(
 );
 
 text_enum!(
-    /// What a task measures for: the endpoints, the search, or the culprit against its parent.
+    /// What a task measures for: the endpoints, the search, or the culprit against its parent
+    /// (a bisect's tasks), or a watched branch's commit (a watch's tasks).
     Phase, "phase", {
         Reproducing => "reproducing",
         Searching => "searching",
         Verifying => "verifying",
+        Watch => "watch",
+    }
+);
+
+text_enum!(
+    /// Where a task is in the queue: waiting, held by a host under a lease, or ended.
+    TaskState, "task state", {
+        Queued => "queued",
+        Running => "running",
+        Done => "done",
+        BuildFailed => "build_failed",
+        Failed => "failed",
+        Cancelled => "cancelled",
+    }
+);
+
+text_enum!(
+    /// A registered repository's mirror: its first fetch under way, mirrored, or never
+    /// mirrored because that fetch failed.
+    RepoState, "repository state", {
+        Mirroring => "mirroring",
+        Ready => "ready",
+        Failed => "failed",
+    }
+);
+
+text_enum!(
+    /// The kind of an API token (`api_tokens.kind`): the role it grants. `api` is the
+    /// submitter's role; `enroll` only registers workers.
+    TokenKind, "token kind", {
+        Reader => "reader",
+        Api => "api",
+        Operator => "operator",
+        Enroll => "enroll",
     }
 );
 
@@ -114,6 +197,15 @@ mod tests {
         }
         for p in Phase::ALL {
             assert_eq!(p.as_str().parse::<Phase>(), Ok(*p));
+        }
+        for t in TaskState::ALL {
+            assert_eq!(t.as_str().parse::<TaskState>(), Ok(*t));
+        }
+        for r in RepoState::ALL {
+            assert_eq!(r.as_str().parse::<RepoState>(), Ok(*r));
+        }
+        for k in TokenKind::ALL {
+            assert_eq!(k.as_str().parse::<TokenKind>(), Ok(*k));
         }
         let err = "done".parse::<Verdict>().unwrap_err();
         assert_eq!(err.to_string(), "`done` is not a verdict");

@@ -142,18 +142,21 @@ async fn cancel_bisect(
     // Waits for an advance of the bisect in progress, so it cannot undo the cancel; the row
     // lock does not block run inserts (their key-share lock).
     crate::store::wakeups::lock_bisect(&mut tx, id).await?;
-    let status: Option<String> =
-        sqlx::query_scalar("SELECT status FROM bisects WHERE id = $1 FOR NO KEY UPDATE")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let status = crate::store::bisects::lock_status(&mut tx, id).await?;
     let status = status.ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
-    if perfbisect_wire::api::status_is_final(&status) {
+    if status.is_final() {
         return Err(ApiError::Conflict(format!(
             "bisect {id} has already ended ({status})"
         )));
     }
-    crate::scheduler::finish(&mut tx, id, "cancelled", "cancelled by the user", None).await?;
+    crate::scheduler::finish(
+        &mut tx,
+        id,
+        perfbisect_wire::states::BisectStatus::Cancelled,
+        "cancelled by the user",
+        None,
+    )
+    .await?;
     tx.commit().await?;
     Ok(Json(bisect_view::load(&state, id).await?))
 }
@@ -173,15 +176,15 @@ async fn bisect_events(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<Vec<Event>>> {
-    let rows: Vec<(DateTime<Utc>, String, String)> = sqlx::query_as(
-        "SELECT at, kind, message FROM bisect_events WHERE bisect_id = $1 ORDER BY id",
-    )
-    .bind(id)
-    .fetch_all(&state.db)
-    .await?;
+    let lines = crate::store::events::of_bisect(&state.db, id).await?;
     Ok(Json(
-        rows.into_iter()
-            .map(|(at, kind, message)| Event { at, kind, message })
+        lines
+            .into_iter()
+            .map(|l| Event {
+                at: l.at,
+                kind: l.kind,
+                message: l.message,
+            })
             .collect(),
     ))
 }

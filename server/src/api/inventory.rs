@@ -39,13 +39,7 @@ async fn load_one(db: &PgPool, id: i64) -> ApiResult<HostInventory> {
 
 /// Whether the host may claim a task: neither quarantined nor drained.
 pub async fn may_claim(db: &PgPool, host_id: i64) -> sqlx::Result<bool> {
-    let ok: Option<bool> = sqlx::query_scalar(
-        "SELECT quarantined_at IS NULL AND drained_at IS NULL FROM hosts WHERE id = $1",
-    )
-    .bind(host_id)
-    .fetch_optional(db)
-    .await?;
-    Ok(ok.unwrap_or(false))
+    inventory::may_claim(db, host_id).await
 }
 
 /// Every host with its state (idle, booting, running, powered off, quarantined), whether it
@@ -82,36 +76,26 @@ async fn report_state(
     }
     let failed = report.outcome == Some(HostOutcome::Failed);
     let healthy = report.outcome == Some(HostOutcome::Healthy);
-    sqlx::query(
-        "UPDATE hosts SET
-           state_changed_at = CASE WHEN activity = $2 THEN state_changed_at ELSE now() END,
-           activity = $2,
-           current_kernel = COALESCE($3, current_kernel),
-           last_power_action = COALESCE($4, last_power_action),
-           last_power_action_at = CASE WHEN $4 IS NULL THEN last_power_action_at ELSE now() END,
-           failure_streak = CASE WHEN $5 THEN failure_streak + 1 WHEN $6 THEN 0
-                                 ELSE failure_streak END,
-           quarantine_reason = CASE WHEN $5 AND failure_streak + 1 >= $7 AND quarantined_at IS NULL
-                                 THEN $8 ELSE quarantine_reason END,
-           quarantined_at = CASE WHEN $5 AND failure_streak + 1 >= $7 AND quarantined_at IS NULL
-                                 THEN now() ELSE quarantined_at END
-         WHERE id = $1",
-    )
-    .bind(host.host_id)
-    .bind(report.activity.as_str())
-    .bind(&report.kernel)
-    .bind(&report.power_action)
-    .bind(failed)
-    .bind(healthy)
-    .bind(QUARANTINE_AFTER)
-    .bind(format!(
+    let reason = format!(
         "{QUARANTINE_AFTER} failures in a row; the last: {}",
         report
             .message
             .as_deref()
             .unwrap_or("the host did not come back")
-    ))
-    .execute(&state.db)
+    );
+    inventory::report_state(
+        &state.db,
+        host.host_id,
+        &inventory::StateReport {
+            activity: report.activity,
+            kernel: report.kernel.as_deref(),
+            power_action: report.power_action.as_deref(),
+            failed,
+            healthy,
+        },
+        QUARANTINE_AFTER,
+        &reason,
+    )
     .await?;
     let inv = load_one(&state.db, host.host_id).await?;
     if failed && inv.state == HostState::Quarantined {
@@ -140,10 +124,7 @@ async fn drain(
     _operator: Operator,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<HostInventory>> {
-    sqlx::query("UPDATE hosts SET drained_at = COALESCE(drained_at, now()) WHERE id = $1")
-        .bind(id)
-        .execute(&state.db)
-        .await?;
+    inventory::drain(&state.db, id).await?;
     Ok(Json(load_one(&state.db, id).await?))
 }
 
@@ -159,12 +140,6 @@ async fn release(
     _operator: Operator,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<HostInventory>> {
-    sqlx::query(
-        "UPDATE hosts SET drained_at = NULL, quarantined_at = NULL, quarantine_reason = NULL,
-                          failure_streak = 0 WHERE id = $1",
-    )
-    .bind(id)
-    .execute(&state.db)
-    .await?;
+    inventory::release(&state.db, id).await?;
     Ok(Json(load_one(&state.db, id).await?))
 }

@@ -7,6 +7,7 @@
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::store::kconfigs;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -62,21 +63,10 @@ async fn put_kconfig(
         ));
     }
     let sha = hex::encode(Sha256::digest(body.as_bytes()));
-    let inserted = sqlx::query(
-        "INSERT INTO kconfigs (name, content, sha256) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
-    )
-    .bind(&name)
-    .bind(&body)
-    .bind(&sha)
-    .execute(&state.db)
-    .await?;
-    if inserted.rows_affected() == 1 {
-        return Ok(StatusCode::CREATED);
-    }
-    let stored: String = sqlx::query_scalar("SELECT sha256 FROM kconfigs WHERE name = $1")
-        .bind(&name)
-        .fetch_one(&state.db)
-        .await?;
+    let stored = match kconfigs::store(&state.db, &name, &body, &sha).await? {
+        kconfigs::Stored::New => return Ok(StatusCode::CREATED),
+        kconfigs::Stored::Existing { sha256 } => sha256,
+    };
     if stored == sha {
         Ok(StatusCode::OK)
     } else {
@@ -95,11 +85,7 @@ async fn get_kconfig(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<impl IntoResponse> {
-    let content: Option<String> =
-        sqlx::query_scalar("SELECT content FROM kconfigs WHERE name = $1")
-            .bind(&name)
-            .fetch_optional(&state.db)
-            .await?;
+    let content = kconfigs::content(&state.db, &name).await?;
     let content =
         content.ok_or_else(|| ApiError::NotFound(format!("no kconfig named `{name}`")))?;
     Ok((

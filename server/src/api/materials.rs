@@ -23,12 +23,7 @@ async fn get_job_yaml(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> ApiResult<impl IntoResponse> {
-    let yaml: Option<String> = sqlx::query_scalar(
-        "SELECT j.yaml FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id WHERE b.id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&state.db)
-    .await?;
+    let yaml = crate::store::bisects::job_yaml(&state.db, id).await?;
     let yaml = yaml.ok_or_else(|| ApiError::NotFound(format!("no bisect with id {id}")))?;
     Ok((
         [

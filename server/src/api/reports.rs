@@ -168,11 +168,7 @@ async fn get_report_eml(
 }
 
 async fn bisect_exists(state: &AppState, id: i64) -> ApiResult<()> {
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM bisects WHERE id = $1)")
-        .bind(id)
-        .fetch_one(&state.db)
-        .await?;
-    if exists {
+    if crate::store::bisects::exists(&state.db, id).await? {
         Ok(())
     } else {
         Err(ApiError::NotFound(format!("no bisect with id {id}")))
@@ -258,15 +254,14 @@ async fn put_mail_options(
             "bisect {id}'s mail is already composed; its options can no longer change"
         )));
     }
-    sqlx::query(
-        "INSERT INTO bisect_mail_options (bisect_id, in_reply_to, reply_to, headers) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (bisect_id) DO UPDATE SET in_reply_to = $2, reply_to = $3, headers = $4, updated_at = now()",
+    let headers = serde_json::to_value(&options.headers).map_err(anyhow::Error::from)?;
+    crate::store::mail_options::put(
+        &state.db,
+        id,
+        options.in_reply_to.as_deref(),
+        options.reply_to.as_deref(),
+        &headers,
     )
-    .bind(id)
-    .bind(&options.in_reply_to)
-    .bind(&options.reply_to)
-    .bind(serde_json::to_value(&options.headers).map_err(anyhow::Error::from)?)
-    .execute(&state.db)
     .await?;
     Ok(Json(options))
 }

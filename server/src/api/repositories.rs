@@ -4,43 +4,17 @@ use super::ApiJson;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::store::repositories;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use perfbisect_wire::api::{CreateRepository, ErrorBody, Repository};
+use perfbisect_wire::states::RepoState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_repository, list_repositories))
-}
-
-#[derive(sqlx::FromRow)]
-struct RepoRow {
-    id: i64,
-    name: String,
-    url: String,
-    created_at: chrono::DateTime<chrono::Utc>,
-    fetched_at: Option<chrono::DateTime<chrono::Utc>>,
-    web_url: Option<String>,
-    state: String,
-    fetch_error: Option<String>,
-    fetch_requested: i64,
-}
-
-impl From<RepoRow> for Repository {
-    fn from(r: RepoRow) -> Self {
-        Repository {
-            id: r.id,
-            name: r.name,
-            url: r.url,
-            created_at: r.created_at,
-            fetched_at: r.fetched_at,
-            web_url: r.web_url,
-            state: r.state,
-            fetch_error: r.fetch_error,
-        }
-    }
 }
 
 /// An http(s) URL template with `{sha}`, and nothing a header or a mail could trip on.
@@ -94,13 +68,10 @@ async fn create_repository(
     // Refused before anything is stored or fetched; the fetch checks again (a name may
     // resolve elsewhere by then).
     state.mirrors.check_url_for_request(&req.url, "url").await?;
-    let existing: Option<RepoRow> = sqlx::query_as("SELECT * FROM repositories WHERE name = $1")
-        .bind(&req.name)
-        .fetch_optional(&state.db)
-        .await?;
+    let existing = repositories::by_name(&state.db, &req.name).await?;
     if let Some(r) = &existing
         && r.url != req.url
-        && !(r.state == "failed" && r.fetched_at.is_none())
+        && !(r.state == RepoState::Failed && r.fetched_at.is_none())
     {
         return Err(ApiError::Conflict(format!(
             "repository `{}` is already registered with url `{}`",
@@ -109,21 +80,8 @@ async fn create_repository(
     }
     // Each registration asks for the next fetch generation; a new row starts `mirroring`, a
     // failed one mirrors again, a ready one stays ready while it refreshes.
-    let row: RepoRow = sqlx::query_as(
-        "INSERT INTO repositories (name, url, web_url, state, fetch_requested) VALUES ($1, $2, $3, 'mirroring', 1)
-         ON CONFLICT (name) DO UPDATE SET
-             fetch_requested = repositories.fetch_requested + 1,
-             url = CASE WHEN repositories.state = 'failed' AND repositories.fetched_at IS NULL
-                        THEN EXCLUDED.url ELSE repositories.url END,
-             state = CASE WHEN repositories.state = 'failed' THEN 'mirroring' ELSE repositories.state END,
-             web_url = COALESCE(EXCLUDED.web_url, repositories.web_url)
-         RETURNING *",
-    )
-    .bind(&req.name)
-    .bind(&req.url)
-    .bind(&req.web_url)
-    .fetch_one(&state.db)
-    .await?;
+    let row =
+        repositories::register(&state.db, &req.name, &req.url, req.web_url.as_deref()).await?;
     crate::fetcher::spawn(&state, row.id, row.fetch_requested);
     let status = if existing.is_some() {
         StatusCode::OK
@@ -137,8 +95,6 @@ async fn create_repository(
 #[utoipa::path(get, path = "/api/v1/repositories", tag = "repositories",
     responses((status = 200, body = Vec<Repository>)))]
 async fn list_repositories(State(state): State<AppState>) -> ApiResult<Json<Vec<Repository>>> {
-    let rows: Vec<RepoRow> = sqlx::query_as("SELECT * FROM repositories ORDER BY name")
-        .fetch_all(&state.db)
-        .await?;
+    let rows = repositories::all(&state.db).await?;
     Ok(Json(rows.into_iter().map(Into::into).collect()))
 }

@@ -7,11 +7,13 @@ use super::ApiJson;
 use crate::auth::WorkerHost;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::store;
 use crate::store::tasks;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::states::TaskState;
 use perfbisect_wire::tasks::{TaskDetail, TaskSummary};
 use perfbisect_wire::worker::{BuildReport, HandBack, Interrupted, InterruptedReply};
 use serde::Deserialize;
@@ -89,21 +91,20 @@ async fn report_build(
             "must be a non-negative number",
         ));
     }
-    let inserted = sqlx::query(
-        "INSERT INTO builds (task_id, bisect_id, sha, host_id, succeeded, cached, duration_secs, log)
-         SELECT t.id, t.bisect_id, $3, $2, $4, $5, $6, $7 FROM tasks t
-         WHERE t.id = $1 AND t.host_id = $2 AND t.state = 'running' AND $3 IN (t.sha, coalesce(t.pair_sha, t.sha))",
+    let stored = store::builds::insert_held(
+        &state.db,
+        &store::builds::NewBuild {
+            task: id,
+            host: host.host_id,
+            sha: &build.sha,
+            succeeded: build.succeeded,
+            cached: build.cached,
+            duration_secs: build.duration_secs,
+            log: tail_bytes(&build.log, BUILD_LOG_BYTES),
+        },
     )
-    .bind(id)
-    .bind(host.host_id)
-    .bind(&build.sha)
-    .bind(build.succeeded)
-    .bind(build.cached)
-    .bind(build.duration_secs)
-    .bind(tail_bytes(&build.log, BUILD_LOG_BYTES))
-    .execute(&state.db)
     .await?;
-    if inserted.rows_affected() == 0 {
+    if !stored {
         return Err(ApiError::Conflict(format!(
             "task {id} is not running on this host, or does not measure {}",
             build.sha
@@ -129,16 +130,7 @@ async fn hand_back(
         host.host_id,
         req.message.as_deref().unwrap_or("worker shutting down")
     );
-    let bisect: Option<Option<i64>> = sqlx::query_scalar(
-        "UPDATE tasks SET state = 'queued', attempts = greatest(attempts - 1, 0), host_id = NULL,
-                lease_expires_at = NULL, message = $3
-         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id",
-    )
-    .bind(id)
-    .bind(host.host_id)
-    .bind(&message)
-    .fetch_optional(&state.db)
-    .await?;
+    let bisect = store::queue::hand_back(&state.db, id, host.host_id, &message).await?;
     let bisect = bisect
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
     if let Some(bisect) = bisect {
@@ -167,48 +159,36 @@ async fn interrupted(
     Path(id): Path<i64>,
     ApiJson(req): ApiJson<Interrupted>,
 ) -> ApiResult<Json<InterruptedReply>> {
-    let name: String = sqlx::query_scalar("SELECT name FROM hosts WHERE id = $1")
-        .bind(host.host_id)
-        .fetch_one(&state.db)
-        .await?;
-    let requeued: Option<(Option<i64>, String)> = sqlx::query_as(
-        "UPDATE tasks SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-                host_id = NULL, lease_expires_at = NULL,
-                finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
-                message = 'interrupted on host ' || $3 || ': ' || $4
-         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id, state",
+    let name = store::hosts::name(&state.db, host.host_id).await?;
+    let requeued = store::queue::interrupt(
+        &state.db,
+        id,
+        host.host_id,
+        &name,
+        req.message.as_deref().unwrap_or("worker restarted"),
     )
-    .bind(id)
-    .bind(host.host_id)
-    .bind(&name)
-    .bind(req.message.as_deref().unwrap_or("worker restarted"))
-    .fetch_optional(&state.db)
     .await?;
-    let (bisect, task_state): (Option<i64>, String) = match &requeued {
-        Some((bisect, new_state)) => (*bisect, new_state.clone()),
-        None => sqlx::query_as("SELECT bisect_id, state FROM tasks WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&state.db)
-            .await?
-            .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?,
+    let (bisect, task_state) = match &requeued {
+        Some(at) => (at.bisect_id, at.state),
+        None => {
+            let at = store::queue::task_at(&state.db, id)
+                .await?
+                .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?;
+            (at.bisect_id, at.state)
+        }
     };
     // A task that ended (the worker died after completing it, before forgetting it) has no
     // interruption to tell; a task this host never held is not its to tell about.
-    let held_last: bool = match &requeued {
+    let held_last = match &requeued {
         Some(_) => true,
-        None => sqlx::query_scalar("SELECT last_host_id = $2 FROM tasks WHERE id = $1")
-            .bind(id)
-            .bind(host.host_id)
-            .fetch_one(&state.db)
-            .await
-            .map(|b: Option<bool>| b.unwrap_or(false))?,
+        None => store::queue::held_last(&state.db, id, host.host_id).await?,
     };
     if !held_last {
         return Err(ApiError::Conflict(format!(
             "task {id} was not held by this host last"
         )));
     }
-    let ended = requeued.is_none() && !matches!(task_state.as_str(), "queued" | "running");
+    let ended = requeued.is_none() && !matches!(task_state, TaskState::Queued | TaskState::Running);
     if !ended && let Some(bisect) = bisect {
         let what = match &requeued {
             Some(_) => format!("now {task_state}"),

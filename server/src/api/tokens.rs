@@ -4,11 +4,13 @@ use super::ApiJson;
 use crate::auth::{Operator, Role, hash_token, new_token};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::store::tokens::{self, TokenRow};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::states::TokenKind;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -35,21 +37,21 @@ pub enum TokenRole {
 }
 
 impl TokenRole {
-    fn kind(self) -> &'static str {
+    fn kind(self) -> TokenKind {
         match self {
             TokenRole::Reader => Role::Reader.kind(),
             TokenRole::Submitter => Role::Submitter.kind(),
             TokenRole::Operator => Role::Operator.kind(),
-            TokenRole::Enroll => "enroll",
+            TokenRole::Enroll => TokenKind::Enroll,
         }
     }
 
-    fn from_kind(kind: &str) -> TokenRole {
+    fn from_kind(kind: TokenKind) -> TokenRole {
         match kind {
-            "reader" => TokenRole::Reader,
-            "operator" => TokenRole::Operator,
-            "enroll" => TokenRole::Enroll,
-            _ => TokenRole::Submitter,
+            TokenKind::Reader => TokenRole::Reader,
+            TokenKind::Api => TokenRole::Submitter,
+            TokenKind::Operator => TokenRole::Operator,
+            TokenKind::Enroll => TokenRole::Enroll,
         }
     }
 }
@@ -81,22 +83,12 @@ pub struct CreatedToken {
     pub token: String,
 }
 
-#[derive(sqlx::FromRow)]
-struct TokenRow {
-    id: i64,
-    name: String,
-    kind: String,
-    source: String,
-    created_at: DateTime<Utc>,
-    revoked_at: Option<DateTime<Utc>>,
-}
-
 impl From<TokenRow> for TokenInfo {
     fn from(r: TokenRow) -> Self {
         TokenInfo {
             id: r.id,
             name: r.name,
-            role: TokenRole::from_kind(&r.kind),
+            role: TokenRole::from_kind(r.kind),
             source: r.source,
             created_at: r.created_at,
             revoked_at: r.revoked_at,
@@ -122,16 +114,8 @@ async fn create_token(
         ));
     }
     let token = new_token();
-    let row: TokenRow = sqlx::query_as(
-        "INSERT INTO api_tokens (name, kind, token_hash, source) VALUES ($1, $2, $3, 'api')
-         RETURNING id, name, kind, source, created_at, revoked_at",
-    )
-    .bind(name)
-    .bind(req.role.kind())
-    .bind(hash_token(&token))
-    .fetch_one(&state.db)
-    .await?;
-    tracing::info!(id = row.id, name, kind = row.kind, "token created");
+    let row = tokens::create(&state.db, name, req.role.kind(), &hash_token(&token)).await?;
+    tracing::info!(id = row.id, name, kind = %row.kind, "token created");
     Ok((
         StatusCode::CREATED,
         Json(CreatedToken {
@@ -149,11 +133,7 @@ async fn list_tokens(
     State(state): State<AppState>,
     _op: Operator,
 ) -> ApiResult<Json<Vec<TokenInfo>>> {
-    let rows: Vec<TokenRow> = sqlx::query_as(
-        "SELECT id, name, kind, source, created_at, revoked_at FROM api_tokens ORDER BY id DESC",
-    )
-    .fetch_all(&state.db)
-    .await?;
+    let rows = tokens::all(&state.db).await?;
     Ok(Json(rows.into_iter().map(Into::into).collect()))
 }
 
@@ -168,13 +148,7 @@ async fn revoke_token(
     _op: Operator,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<TokenInfo>> {
-    let row: Option<TokenRow> = sqlx::query_as(
-        "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1
-         RETURNING id, name, kind, source, created_at, revoked_at",
-    )
-    .bind(id)
-    .fetch_optional(&state.db)
-    .await?;
+    let row = tokens::revoke(&state.db, id).await?;
     let row = row.ok_or_else(|| ApiError::NotFound(format!("no token with id {id}")))?;
     tracing::info!(id, "token revoked");
     Ok(Json(row.into()))

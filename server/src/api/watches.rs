@@ -4,6 +4,7 @@ use super::ApiJson;
 use crate::auth::ApiUser;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::store;
 use crate::watch::view::{load_changes, load_series, load_watch, load_watches};
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -148,10 +149,7 @@ async fn create_watch(
         JobSpecError::Invalid { key, .. } => ApiError::bad(&format!("job.{key}"), e.to_string()),
     })?;
     crate::submission::check_kconfig(&state, &spec).await?;
-    let repo: Option<i64> = sqlx::query_scalar("SELECT id FROM repositories WHERE name = $1")
-        .bind(&req.repository)
-        .fetch_optional(&state.db)
-        .await?;
+    let repo = store::repositories::id_by_name(&state.db, &req.repository).await?;
     let repo_id = repo.ok_or_else(|| {
         ApiError::unprocessable(
             "repository",
@@ -159,36 +157,32 @@ async fn create_watch(
         )
     })?;
     let mut tx = state.db.begin().await?;
-    let job_id: i64 = sqlx::query_scalar(
-        "INSERT INTO job_specs (hash, spec, yaml, testcase, tbox_group) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash RETURNING id",
+    let job_id = store::jobs::ensure_in(
+        &mut tx,
+        &spec.hash(),
+        &serde_json::to_value(&spec).map_err(anyhow::Error::from)?,
+        &req.job,
+        &spec.testcase,
+        &spec.tbox_group,
     )
-    .bind(spec.hash())
-    .bind(serde_json::to_value(&spec).map_err(anyhow::Error::from)?)
-    .bind(&req.job)
-    .bind(&spec.testcase)
-    .bind(&spec.tbox_group)
-    .fetch_one(&mut *tx)
     .await?;
-    let id: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO watches (name, repository_id, ref_pattern, job_spec_id, metrics, host_group,
-             cadence_secs, runs_per_head, sample_commits, backfill, recipients, created_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-         ON CONFLICT (name) DO NOTHING RETURNING id",
+    let id = store::watches::create(
+        &mut tx,
+        &store::watches::NewWatch {
+            name: &req.name,
+            repository_id: repo_id,
+            ref_pattern: &req.branch,
+            job_spec_id: job_id,
+            metrics: serde_json::to_value(&req.metrics).map_err(anyhow::Error::from)?,
+            host_group: req.host_group.as_deref().unwrap_or(&spec.tbox_group),
+            cadence_secs: req.cadence_secs.unwrap_or(300) as i32,
+            runs_per_head: req.runs_per_head.unwrap_or(5) as i32,
+            sample_commits: req.sample_commits.unwrap_or(0) as i32,
+            backfill: req.backfill.unwrap_or(0) as i32,
+            recipients: serde_json::json!(req.recipients),
+            created_by: user.token_id,
+        },
     )
-    .bind(&req.name)
-    .bind(repo_id)
-    .bind(&req.branch)
-    .bind(job_id)
-    .bind(serde_json::to_value(&req.metrics).map_err(anyhow::Error::from)?)
-    .bind(req.host_group.as_deref().unwrap_or(&spec.tbox_group))
-    .bind(req.cadence_secs.unwrap_or(300) as i32)
-    .bind(req.runs_per_head.unwrap_or(5) as i32)
-    .bind(req.sample_commits.unwrap_or(0) as i32)
-    .bind(req.backfill.unwrap_or(0) as i32)
-    .bind(serde_json::json!(req.recipients))
-    .bind(user.token_id)
-    .fetch_optional(&mut *tx)
     .await?;
     let id = id.ok_or_else(|| {
         ApiError::Conflict(format!("a watch named `{}` already exists", req.name))
@@ -227,25 +221,22 @@ async fn update_watch(
         Some(m) => Some(serde_json::to_value(m).map_err(anyhow::Error::from)?),
         None => None,
     };
-    let updated = sqlx::query(
-        "UPDATE watches SET ref_pattern = coalesce($2, ref_pattern), metrics = coalesce($3, metrics),
-             host_group = coalesce($4, host_group), cadence_secs = coalesce($5, cadence_secs),
-             runs_per_head = coalesce($6, runs_per_head), sample_commits = coalesce($7, sample_commits),
-             recipients = coalesce($8, recipients), enabled = coalesce($9, enabled), updated_at = now()
-         WHERE id = $1",
+    let updated = store::watches::update(
+        &state.db,
+        id,
+        &store::watches::Change {
+            ref_pattern: req.branch.as_deref(),
+            metrics,
+            host_group: req.host_group.as_deref(),
+            cadence_secs: req.cadence_secs.map(|v| v as i32),
+            runs_per_head: req.runs_per_head.map(|v| v as i32),
+            sample_commits: req.sample_commits.map(|v| v as i32),
+            recipients: req.recipients.as_ref().map(|r| serde_json::json!(r)),
+            enabled: req.enabled,
+        },
     )
-    .bind(id)
-    .bind(&req.branch)
-    .bind(metrics)
-    .bind(&req.host_group)
-    .bind(req.cadence_secs.map(|v| v as i32))
-    .bind(req.runs_per_head.map(|v| v as i32))
-    .bind(req.sample_commits.map(|v| v as i32))
-    .bind(req.recipients.as_ref().map(|r| serde_json::json!(r)))
-    .bind(req.enabled)
-    .execute(&state.db)
     .await?;
-    if updated.rows_affected() == 0 {
+    if !updated {
         return Err(ApiError::NotFound(format!("no watch with id {id}")));
     }
     Ok(Json(load_watch(&state, id).await?))

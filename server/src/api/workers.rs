@@ -4,6 +4,8 @@ use super::ApiJson;
 use crate::auth::{Enrollment, WorkerHost, hash_token, new_token};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use crate::store;
+use crate::store::tasks::UploadTarget;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -11,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use perfbisect_wire::JobSpec;
 use perfbisect_wire::api::ErrorBody;
+use perfbisect_wire::states::TaskState;
 use perfbisect_wire::worker::{
     ClaimRequest, CompleteTask, HeartbeatReply, MachineInfo, RegisterWorker, RunUpload,
     TaskAssignment, TaskOutcome, WorkerRegistered,
@@ -63,20 +66,17 @@ async fn register(
     let token = new_token();
     // A registered name is taken over only by its own worker (its current token) or an
     // operator, decided in the same statement that writes the new token.
-    let host_id: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO hosts (name, host_group, machine, token_hash) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (name) DO UPDATE SET host_group = EXCLUDED.host_group, machine = EXCLUDED.machine,
-             token_hash = EXCLUDED.token_hash, last_seen_at = now()
-         WHERE $5 OR hosts.token_hash = $6
-         RETURNING id",
+    let machine = serde_json::to_value(&req.machine).map_err(anyhow::Error::from)?;
+    let previous = req.previous_token.as_deref().map(hash_token);
+    let host_id = store::hosts::register(
+        &state.db,
+        &req.name,
+        &req.host_group,
+        &machine,
+        &hash_token(&token),
+        enrolled.operator,
+        previous.as_deref(),
     )
-    .bind(&req.name)
-    .bind(&req.host_group)
-    .bind(serde_json::to_value(&req.machine).map_err(anyhow::Error::from)?)
-    .bind(hash_token(&token))
-    .bind(enrolled.operator)
-    .bind(req.previous_token.as_deref().map(hash_token))
-    .fetch_optional(&state.db)
     .await?;
     let host_id = host_id.ok_or_else(|| {
         ApiError::Conflict(format!(
@@ -86,17 +86,8 @@ async fn register(
         ))
     })?;
     // A host that registers again has restarted: whatever it was running is not coming back.
-    let requeued = sqlx::query(
-        "UPDATE tasks SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-                host_id = NULL, lease_expires_at = NULL,
-                message = 'host ' || $1 || ' restarted during the task'
-         WHERE host_id = $2 AND state = 'running'",
-    )
-    .bind(&req.name)
-    .bind(host_id)
-    .execute(&state.db)
-    .await?;
-    if requeued.rows_affected() > 0 {
+    let requeued = store::queue::release_restarted_host(&state.db, host_id, &req.name).await?;
+    if requeued > 0 {
         crate::queue::notify_queued(&state.db).await?;
     }
     // A host came (or came back): its group's shares change.
@@ -140,24 +131,15 @@ async fn claim(
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     // A task belongs to a bisect or to a watch (whose first metric every run must carry).
-    let (url, spec, hash, metric): (String, serde_json::Value, String, String) = sqlx::query_as(
-        "SELECT r.url, j.spec, j.hash, o.metric FROM (
-             SELECT repository_id, job_spec_id, metric FROM bisects WHERE id = $1
-             UNION ALL
-             SELECT repository_id, job_spec_id, metrics -> 0 ->> 'name' FROM watches WHERE id = $2) o
-         JOIN repositories r ON r.id = o.repository_id JOIN job_specs j ON j.id = o.job_spec_id",
-    )
-    .bind(task.bisect_id)
-    .bind(task.watch_id)
-    .fetch_one(&state.db)
-    .await?;
+    let store::tasks::AssignmentSource {
+        url,
+        spec,
+        hash,
+        metric,
+    } = store::tasks::assignment_source(&state.db, Some(task.bisect_id), task.watch_id).await?;
     let job: JobSpec = serde_json::from_value(spec).map_err(anyhow::Error::from)?;
     // A task given back or interrupted keeps its stored runs; the new holder runs the rest.
-    let done: Vec<i32> =
-        sqlx::query_scalar("SELECT iteration FROM runs WHERE task_id = $1 ORDER BY iteration")
-            .bind(task.id)
-            .fetch_all(&state.db)
-            .await?;
+    let done = store::runs::iterations(&state.db, task.id).await?;
     tracing::info!(
         task = task.id,
         bisect = task.bisect_id,
@@ -188,15 +170,7 @@ async fn renew<'e>(
     task: i64,
     host: i64,
 ) -> sqlx::Result<Option<DateTime<Utc>>> {
-    sqlx::query_scalar(
-        "UPDATE tasks SET lease_expires_at = now() + make_interval(secs => $3)
-         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING lease_expires_at",
-    )
-    .bind(task)
-    .bind(host)
-    .bind(state.lease.as_secs_f64())
-    .fetch_optional(db)
-    .await
+    store::queue::renew(db, task, host, state.lease.as_secs_f64()).await
 }
 
 /// Renew the lease. `cancelled: true` tells the worker to stop: the bisect ended or the task was taken away.
@@ -223,17 +197,6 @@ async fn heartbeat(
     ))
 }
 
-#[derive(sqlx::FromRow)]
-struct UploadTarget {
-    bisect_id: Option<i64>,
-    task_sha: String,
-    pair_sha: Option<String>,
-    runs: i32,
-    task_state: String,
-    holder: Option<i64>,
-    metric: String,
-}
-
 /// Upload one run of a task. Uploading the same iteration again is a no-op.
 #[utoipa::path(post, path = "/api/v1/worker/tasks/{id}/runs", tag = "workers", request_body = RunUpload,
     params(("id" = i64, Path, description = "Task id")),
@@ -247,15 +210,7 @@ async fn upload_run(
     ApiJson(run): ApiJson<RunUpload>,
 ) -> ApiResult<StatusCode> {
     let started = std::time::Instant::now();
-    let task: Option<UploadTarget> = sqlx::query_as(
-        "SELECT t.bisect_id, t.sha AS task_sha, t.pair_sha, t.runs, t.state AS task_state,
-                t.host_id AS holder, coalesce(b.metric, w.metrics -> 0 ->> 'name') AS metric FROM tasks t
-         LEFT JOIN bisects b ON b.id = t.bisect_id LEFT JOIN watches w ON w.id = t.watch_id
-         WHERE t.id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&state.db)
-    .await?;
+    let task = store::tasks::upload_target(&state.db, id).await?;
     let UploadTarget {
         bisect_id,
         task_sha,
@@ -265,7 +220,7 @@ async fn upload_run(
         holder,
         metric,
     } = task.ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?;
-    if task_state != "running" || holder != Some(host.host_id) {
+    if task_state != TaskState::Running || holder != Some(host.host_id) {
         return Err(ApiError::Conflict(format!(
             "task {id} is not running on this host (it is {task_state})"
         )));
@@ -317,35 +272,31 @@ async fn upload_run(
     // it): a lease that ran out since the check above leaves nothing written. The run, the
     // renewed lease and the wake-up commit together: one commit (one WAL flush) per upload.
     let mut tx = state.db.begin().await?;
-    let inserted = sqlx::query(
-        "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log, started_at, finished_at, environment)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
-         FROM (SELECT 1 FROM tasks WHERE id = $1 AND host_id = $4 AND state = 'running' FOR SHARE) AS held
-         ON CONFLICT (task_id, iteration) DO NOTHING",
+    let stored = store::runs::insert_held(
+        &mut *tx,
+        &store::runs::NewRun {
+            task: id,
+            bisect: bisect_id,
+            sha: &sha,
+            host: host.host_id,
+            iteration: run.iteration as i32,
+            completed: run.completed,
+            metrics: serde_json::to_value(&run.metrics).map_err(anyhow::Error::from)?,
+            log: &run.log,
+            started_at: run.started_at,
+            finished_at: run.finished_at,
+            environment: serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?,
+        },
     )
-    .bind(id)
-    .bind(bisect_id)
-    .bind(&sha)
-    .bind(host.host_id)
-    .bind(run.iteration as i32)
-    .bind(run.completed)
-    .bind(serde_json::to_value(&run.metrics).map_err(anyhow::Error::from)?)
-    .bind(&run.log)
-    .bind(run.started_at)
-    .bind(run.finished_at)
-    .bind(serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?)
-    .execute(&mut *tx)
     .await?;
     let renewed = renew(&mut *tx, &state, id, host.host_id).await?;
-    if inserted.rows_affected() == 0 && renewed.is_none() {
+    if !stored && renewed.is_none() {
         return Err(ApiError::Conflict(format!(
             "task {id} is not running on this host any more"
         )));
     }
     // New evidence: the scheduler decides again, off this request's path.
-    if inserted.rows_affected() > 0
-        && let Some(bisect_id) = bisect_id
-    {
+    if stored && let Some(bisect_id) = bisect_id {
         crate::store::wakeups::wake(
             &mut *tx,
             bisect_id,
@@ -379,26 +330,21 @@ async fn complete(
             .rev()
             .collect::<String>()
     });
-    let new_state = match req.outcome {
-        TaskOutcome::Done => "'done'",
-        TaskOutcome::BuildFailed => "'build_failed'",
-        TaskOutcome::Error => "CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END",
-    };
     // The task's end, its requeue notice and the wake-up commit together.
     let mut tx = state.db.begin().await?;
-    let owner: Option<(Option<i64>, Option<i64>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "UPDATE tasks SET state = {new_state}, message = $3, log_tail = $4, failed_sha = $5,
-             finished_at = CASE WHEN {new_state} = 'queued' THEN NULL ELSE now() END,
-             host_id = CASE WHEN {new_state} = 'queued' THEN NULL ELSE host_id END
-         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id, watch_id"
-    )))
-    .bind(id)
-    .bind(host.host_id)
-    .bind(&req.message)
-    .bind(&tail)
-    .bind(&req.failed_sha)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let owner = store::queue::complete(
+        &mut *tx,
+        id,
+        host.host_id,
+        &store::queue::Completion {
+            outcome: req.outcome,
+            message: req.message.as_deref(),
+            log_tail: tail.as_deref(),
+            failed_sha: req.failed_sha.as_deref(),
+        },
+    )
+    .await?
+    .map(|o| (o.bisect_id, o.watch_id));
     let (bisect, watch) = owner
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
     if req.outcome == TaskOutcome::Error {
@@ -418,12 +364,11 @@ async fn complete(
     Ok(StatusCode::OK)
 }
 
-#[derive(Debug, serde::Serialize, utoipa::ToSchema, sqlx::FromRow)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Host {
     id: i64,
     name: String,
     host_group: String,
-    #[sqlx(json)]
     machine: MachineInfo,
     last_seen_at: DateTime<Utc>,
     /// The task it is running, if any.
@@ -433,12 +378,17 @@ pub struct Host {
 /// Every registered host with its machine description, last contact and current task.
 #[utoipa::path(get, path = "/api/v1/hosts", tag = "workers", responses((status = 200, body = Vec<Host>)))]
 async fn list_hosts(State(state): State<AppState>) -> ApiResult<Json<Vec<Host>>> {
-    let hosts: Vec<Host> = sqlx::query_as(
-        "SELECT h.id, h.name, h.host_group, h.machine, h.last_seen_at,
-                (SELECT t.id FROM tasks t WHERE t.host_id = h.id AND t.state = 'running' LIMIT 1) AS current_task
-         FROM hosts h ORDER BY h.host_group, h.name",
-    )
-    .fetch_all(&state.db)
-    .await?;
+    let hosts = store::hosts::list(&state.db)
+        .await?
+        .into_iter()
+        .map(|h| Host {
+            id: h.id,
+            name: h.name,
+            host_group: h.host_group,
+            machine: h.machine.0,
+            last_seen_at: h.last_seen_at,
+            current_task: h.current_task,
+        })
+        .collect();
     Ok(Json(hosts))
 }

@@ -6,6 +6,7 @@ use super::format::{self, short_sha};
 use super::plot::{self, Cell, Column, Verdict};
 use crate::bisect_view;
 use crate::state::AppState;
+use crate::store;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::header;
@@ -176,9 +177,7 @@ pub async fn page(
     Path(id): Path<i64>,
 ) -> Result<Html<String>, PageError> {
     let (b, live) = load(&state, id).await?;
-    let job_yaml: String = sqlx::query_scalar("SELECT yaml FROM job_specs WHERE hash = $1")
-        .bind(&b.job_hash)
-        .fetch_optional(&state.db)
+    let job_yaml = store::jobs::yaml_by_hash(&state.db, &b.job_hash)
         .await?
         .unwrap_or_default();
     let report = if live.is_final {
@@ -227,21 +226,8 @@ async fn report_text(state: &AppState, id: i64) -> Option<String> {
 async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError> {
     let b = bisect_view::load(state, id).await?;
     let db = &state.db;
-    let runs: Vec<(String, f64)> = sqlx::query_as(
-        "SELECT sha, (metrics ->> $2)::float8 FROM runs
-         WHERE bisect_id = $1 AND completed AND metrics ? $2 ORDER BY id",
-    )
-    .bind(id)
-    .bind(&b.metric)
-    .fetch_all(db)
-    .await?;
-    let (repo_url, web_template): (String, Option<String>) = sqlx::query_as(
-        "SELECT r.url, r.web_url FROM bisects b JOIN repositories r ON r.id = b.repository_id
-         WHERE b.id = $1",
-    )
-    .bind(id)
-    .fetch_one(db)
-    .await?;
+    let runs = store::runs::values(db, id, &b.metric).await?;
+    let (repo_url, web_template) = store::repositories::of_bisect(db, id).await?;
     // The repository's registered web view first; a guess from the fetch URL otherwise.
     let commit_link = |sha: &str| match &web_template {
         Some(t) => Some(perfbisect_report::materials::commit_url(t, sha)),
@@ -249,34 +235,18 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
     };
     // Every candidate's verdict, from the incrementally written table.
     let assessments = crate::store::assessments::as_json(db, id).await?;
-    let candidates: Vec<String> = sqlx::query_scalar(
-        "SELECT sha FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
-    )
-    .bind(id)
-    .fetch_all(db)
-    .await?;
-    let events: Vec<(DateTime<Utc>, String, String)> = sqlx::query_as(
-        "SELECT at, kind, message FROM bisect_events WHERE bisect_id = $1 ORDER BY id DESC LIMIT $2",
-    )
-    .bind(id)
-    .bind(EVENTS_READ)
-    .fetch_all(db)
-    .await?;
+    let candidates = store::candidates::shas(db, id).await?;
+    let events: Vec<(DateTime<Utc>, String, String)> = store::events::latest(db, id, EVENTS_READ)
+        .await?
+        .into_iter()
+        .map(|l| (l.at, l.kind, l.message))
+        .collect();
 
-    let tasks: Vec<TaskRow> = sqlx::query_as::<_, TaskDb>(
-        "SELECT t.id, t.sha, t.pair_sha, t.phase, t.state, t.runs, h.name AS host,
-                t.started_at, t.finished_at,
-                (SELECT count(*) FROM runs r WHERE r.task_id = t.id) AS stored
-         FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id
-         WHERE t.bisect_id = $1 ORDER BY t.id DESC LIMIT $2",
-    )
-    .bind(id)
-    .bind(TASKS_SHOWN)
-    .fetch_all(db)
-    .await?
-    .into_iter()
-    .map(TaskDb::row)
-    .collect();
+    let tasks: Vec<TaskRow> = store::tasks::recent(db, id, TASKS_SHOWN)
+        .await?
+        .into_iter()
+        .map(task_row)
+        .collect();
 
     let mut samples: HashMap<&str, Vec<f64>> = HashMap::new();
     for (sha, v) in &runs {
@@ -406,15 +376,7 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
     let subjects: HashMap<String, String> = if named.is_empty() {
         HashMap::new()
     } else {
-        sqlx::query_as(
-            "SELECT sha, subject FROM bisect_commits WHERE bisect_id = $1 AND sha = ANY($2)",
-        )
-        .bind(id)
-        .bind(&named)
-        .fetch_all(db)
-        .await?
-        .into_iter()
-        .collect()
+        store::candidates::subjects(db, id, &named).await?
     };
     let findings = super::findings::view(&b, &subjects);
     let now = Utc::now();
@@ -520,15 +482,7 @@ async fn top_candidates(
         return Ok(Vec::new());
     }
     let shas: Vec<String> = ranked.iter().map(|(s, _)| s.to_string()).collect();
-    let subjects: HashMap<String, String> = sqlx::query_as(
-        "SELECT sha, subject FROM bisect_commits WHERE bisect_id = $1 AND sha = ANY($2)",
-    )
-    .bind(id)
-    .bind(&shas)
-    .fetch_all(&state.db)
-    .await?
-    .into_iter()
-    .collect();
+    let subjects = store::candidates::subjects(&state.db, id, &shas).await?;
     let best = ranked[0].1;
     Ok(ranked
         .into_iter()
@@ -652,40 +606,23 @@ fn group_events(events: Vec<(DateTime<Utc>, String, String)>, now: DateTime<Utc>
     out
 }
 
-#[derive(sqlx::FromRow)]
-struct TaskDb {
-    id: i64,
-    sha: String,
-    pair_sha: Option<String>,
-    phase: String,
-    state: String,
-    runs: i32,
-    host: Option<String>,
-    started_at: Option<DateTime<Utc>>,
-    finished_at: Option<DateTime<Utc>>,
-    stored: i64,
-}
-
-impl TaskDb {
-    fn row(self) -> TaskRow {
-        let sides = if self.pair_sha.is_some() { 2 } else { 1 };
-        TaskRow {
-            id: self.id,
-            what: match &self.pair_sha {
-                Some(p) => format!("{} with {}", short_sha(&self.sha), short_sha(p)),
-                None => short_sha(&self.sha).to_string(),
-            },
-            phase: self.phase,
-            state: self.state.replace('_', " "),
-            runs: format!("{} of {}", self.stored, self.runs * sides),
-            host: self.host.unwrap_or_default(),
-            duration: match self.started_at {
-                Some(s) => {
-                    format::duration((self.finished_at.unwrap_or_else(Utc::now) - s).num_seconds())
-                }
-                None => String::new(),
-            },
-        }
+/// A stored task as the page lists it.
+fn task_row(t: store::tasks::Recent) -> TaskRow {
+    let sides = if t.pair_sha.is_some() { 2 } else { 1 };
+    TaskRow {
+        id: t.id,
+        what: match &t.pair_sha {
+            Some(p) => format!("{} with {}", short_sha(&t.sha), short_sha(p)),
+            None => short_sha(&t.sha).to_string(),
+        },
+        phase: t.phase.as_str().to_string(),
+        state: t.state.as_str().replace('_', " "),
+        runs: format!("{} of {}", t.stored, t.runs * sides),
+        host: t.host.unwrap_or_default(),
+        duration: match t.started_at {
+            Some(s) => format::duration((t.finished_at.unwrap_or_else(Utc::now) - s).num_seconds()),
+            None => String::new(),
+        },
     }
 }
 

@@ -13,20 +13,6 @@ use perfbisect_wire::worker::MachineInfo;
 /// host as alive.
 pub use crate::store::allocation::LIVE_HOST_WINDOW_SECS as STALE_AFTER_SECS;
 
-#[derive(sqlx::FromRow)]
-struct HostRow {
-    name: String,
-    host_group: String,
-    #[sqlx(json)]
-    machine: MachineInfo,
-    last_seen_at: DateTime<Utc>,
-    task_id: Option<i64>,
-    bisect_id: Option<i64>,
-    sha: Option<String>,
-    phase: Option<String>,
-    started_at: Option<DateTime<Utc>>,
-}
-
 pub struct TaskView {
     pub id: i64,
     pub bisect_id: i64,
@@ -120,16 +106,7 @@ pub fn describe(m: &MachineInfo) -> String {
 }
 
 pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageError> {
-    let rows: Vec<HostRow> = sqlx::query_as(
-        "SELECT h.name, h.host_group, h.machine, h.last_seen_at,
-                t.id AS task_id, t.bisect_id, t.sha, t.phase, t.started_at
-         FROM hosts h LEFT JOIN LATERAL (
-             SELECT id, bisect_id, sha, phase, started_at FROM tasks
-             WHERE host_id = h.id AND state = 'running' ORDER BY id LIMIT 1) t ON true
-         ORDER BY h.host_group, h.name",
-    )
-    .fetch_all(&state.db)
-    .await?;
+    let rows = crate::store::hosts::with_tasks(&state.db).await?;
     let now = Utc::now();
     let hosts: Vec<HostView> = rows
         .into_iter()
@@ -140,7 +117,7 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
                     id,
                     bisect_id,
                     short: short_sha(sha).to_string(),
-                    phase: r.phase.clone().unwrap_or_default(),
+                    phase: r.phase.map(|p| p.as_str().to_string()).unwrap_or_default(),
                     running_for: r
                         .started_at
                         .map(|s| format::duration((now - s).num_seconds()))

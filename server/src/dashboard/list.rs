@@ -234,18 +234,9 @@ pub async fn page(
             _ => row_of(&bisect_view::load(&state, s.id).await?, now),
         });
     }
-    let repositories: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM repositories ORDER BY name")
-            .fetch_all(&state.db)
-            .await?;
-    let testcases: Vec<String> =
-        sqlx::query_scalar("SELECT DISTINCT testcase FROM job_specs ORDER BY testcase")
-            .fetch_all(&state.db)
-            .await?;
-    let metrics: Vec<String> =
-        sqlx::query_scalar("SELECT DISTINCT metric FROM bisects ORDER BY metric")
-            .fetch_all(&state.db)
-            .await?;
+    let repositories = crate::store::repositories::names(&state.db).await?;
+    let testcases = crate::store::jobs::testcases(&state.db).await?;
+    let metrics = crate::store::bisects::metrics(&state.db).await?;
     let pages = ((total + PAGE_SIZE - 1) / PAGE_SIZE).max(1);
     let html = BisectsPage {
         nav: "bisects",

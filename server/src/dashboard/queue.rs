@@ -8,28 +8,12 @@ use crate::state::AppState;
 use askama::Template;
 use axum::extract::State;
 use axum::response::Html;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
+use perfbisect_wire::states::TaskState;
 use std::collections::BTreeMap;
 
 /// Most tasks listed; the counts above the tables are always complete.
 const MAX_LISTED: i64 = 500;
-
-#[derive(sqlx::FromRow)]
-struct TaskRow {
-    id: i64,
-    bisect_id: Option<i64>,
-    watch_id: Option<i64>,
-    sha: String,
-    pair_sha: Option<String>,
-    host_group: String,
-    phase: String,
-    state: String,
-    runs: i32,
-    attempts: i32,
-    created_at: DateTime<Utc>,
-    started_at: Option<DateTime<Utc>>,
-    host: Option<String>,
-}
 
 pub struct TaskView {
     pub id: i64,
@@ -65,23 +49,8 @@ struct QueuePage {
 }
 
 pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageError> {
-    let tasks: Vec<TaskRow> = sqlx::query_as(
-        "SELECT t.id, t.bisect_id, t.watch_id, t.sha, t.pair_sha, t.host_group, t.phase, t.state, t.runs,
-                t.attempts, t.created_at, t.started_at, h.name AS host
-         FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id
-         WHERE t.state IN ('queued', 'running')
-         ORDER BY t.host_group, t.state DESC, t.id LIMIT $1",
-    )
-    .bind(MAX_LISTED)
-    .fetch_all(&state.db)
-    .await?;
-    let live: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT host_group, count(*) FROM hosts
-         WHERE last_seen_at > now() - make_interval(secs => $1) GROUP BY host_group",
-    )
-    .bind(STALE_AFTER_SECS as f64)
-    .fetch_all(&state.db)
-    .await?;
+    let tasks = crate::store::tasks::open(&state.db, MAX_LISTED).await?;
+    let live = crate::store::hosts::live_per_group(&state.db, STALE_AFTER_SECS as f64).await?;
     let live: BTreeMap<String, i64> = live.into_iter().collect();
     let now = Utc::now();
     let mut groups: BTreeMap<String, GroupView> = BTreeMap::new();
@@ -96,8 +65,8 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
                 oldest_wait: String::new(),
                 tasks: Vec::new(),
             });
-        let since = match t.state.as_str() {
-            "running" => {
+        let since = match t.state {
+            TaskState::Running => {
                 g.running += 1;
                 t.started_at.unwrap_or(t.created_at)
             }
@@ -125,8 +94,8 @@ pub async fn page(State(state): State<AppState>) -> Result<Html<String>, PageErr
                 (None, w) => format!("watch #{}", w.unwrap_or_default()),
             },
             commits,
-            phase: t.phase,
-            state: t.state,
+            phase: t.phase.as_str().to_string(),
+            state: t.state.as_str().to_string(),
             runs: t.runs,
             attempts: t.attempts,
             host: t.host.unwrap_or_default(),

@@ -99,31 +99,10 @@ struct SubmitPage {
     form: Prefill,
 }
 
-#[derive(sqlx::FromRow)]
-struct Earlier {
-    repository: String,
-    good_rev: String,
-    bad_rev: String,
-    yaml: String,
-    metric: String,
-    direction: Option<String>,
-    magnitude_pct: Option<f64>,
-    confidence: f64,
-    max_runs: i32,
-    notify: serde_json::Value,
-}
-
 async fn earlier(state: &AppState, id: i64) -> Result<Prefill, PageError> {
-    let e: Earlier = sqlx::query_as(
-        "SELECT r.name AS repository, b.good_rev, b.bad_rev, j.yaml, b.metric, b.direction,
-                b.magnitude_pct, b.confidence, b.max_runs, b.notify
-         FROM bisects b JOIN repositories r ON r.id = b.repository_id JOIN job_specs j ON j.id = b.job_spec_id
-         WHERE b.id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&state.db)
-    .await?
-    .ok_or_else(|| PageError::NotFound(format!("no bisect with id {id} to re-run")))?;
+    let e = crate::store::bisects::submitted(&state.db, id)
+        .await?
+        .ok_or_else(|| PageError::NotFound(format!("no bisect with id {id} to re-run")))?;
     let notify: Vec<String> = serde_json::from_value(e.notify).unwrap_or_default();
     Ok(Prefill {
         repository: e.repository,
@@ -147,15 +126,13 @@ pub async fn page(
         Some(id) => earlier(&state, id).await?,
         None => Prefill::default(),
     };
-    let repositories: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM repositories ORDER BY name")
-            .fetch_all(&state.db)
-            .await?;
-    let not_ready: Vec<(String, String, Option<String>)> = sqlx::query_as(
-        "SELECT name, state, fetch_error FROM repositories WHERE state <> 'ready' ORDER BY name",
-    )
-    .fetch_all(&state.db)
-    .await?;
+    let repositories = crate::store::repositories::names(&state.db).await?;
+    let not_ready: Vec<(String, String, Option<String>)> =
+        crate::store::repositories::not_ready(&state.db)
+            .await?
+            .into_iter()
+            .map(|(name, st, err)| (name, st.as_str().to_string(), err))
+            .collect();
     let html = SubmitPage {
         nav: "submit",
         repositories,

@@ -54,17 +54,12 @@ pub struct MailOptions {
 
 impl MailOptions {
     pub async fn load(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<MailOptions> {
-        let row: Option<(Option<String>, Option<String>, serde_json::Value)> = sqlx::query_as(
-            "SELECT in_reply_to, reply_to, headers FROM bisect_mail_options WHERE bisect_id = $1",
-        )
-        .bind(bisect)
-        .fetch_optional(db)
-        .await?;
+        let row = crate::store::mail_options::get(db, bisect).await?;
         Ok(match row {
-            Some((in_reply_to, reply_to, headers)) => MailOptions {
-                in_reply_to,
-                reply_to,
-                headers: serde_json::from_value(headers).unwrap_or_default(),
+            Some(r) => MailOptions {
+                in_reply_to: r.in_reply_to,
+                reply_to: r.reply_to,
+                headers: serde_json::from_value(r.headers).unwrap_or_default(),
             },
             None => MailOptions::default(),
         })
@@ -248,17 +243,14 @@ pub async fn extras(
     event: Event,
     settings: &MailSettings,
 ) -> sqlx::Result<Extras> {
-    let row: Option<(String, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT j.yaml, k.name, k.content FROM bisects b
-         JOIN job_specs j ON j.id = b.job_spec_id
-         LEFT JOIN kconfigs k ON k.name = j.spec ->> 'kconfig'
-         WHERE b.id = $1",
-    )
-    .bind(bisect)
-    .fetch_optional(db)
-    .await?;
+    let row = crate::store::jobs::attachments(db, bisect).await?;
     let mut attachments = Vec::new();
-    if let Some((yaml, kconfig_name, kconfig)) = row {
+    if let Some(crate::store::jobs::Attachments {
+        yaml,
+        kconfig_name,
+        kconfig,
+    }) = row
+    {
         attachments.push(Attachment {
             filename: "job.yaml".into(),
             text: yaml,
@@ -273,12 +265,7 @@ pub async fn extras(
     let thread_root = if event == Event::Started {
         None
     } else {
-        let key: Option<String> = sqlx::query_scalar(
-            "SELECT message_key FROM outbox WHERE bisect_id = $1 AND event = 'started'",
-        )
-        .bind(bisect)
-        .fetch_optional(db)
-        .await?;
+        let key = crate::store::outbox::started_key(db, bisect).await?;
         key.map(|k| message_id(&k, settings))
     };
     Ok(Extras {

@@ -18,7 +18,7 @@
 
 pub mod compose;
 pub mod config;
-pub mod outbox;
+pub use crate::store::outbox;
 pub mod recipients;
 pub mod sender;
 

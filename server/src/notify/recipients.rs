@@ -102,11 +102,7 @@ pub fn trailer_addresses(message: &str) -> Vec<String> {
 }
 
 async fn subscribers(db: &PgPool, loaded: &Loaded, event: Event) -> sqlx::Result<Vec<String>> {
-    let subs: Vec<Subscription> = sqlx::query_as(
-        "SELECT id, email, repository, testcase, metric, events, created_at FROM subscriptions ORDER BY id",
-    )
-    .fetch_all(db)
-    .await?;
+    let subs = crate::store::subscriptions::all(db).await?;
     Ok(subs
         .into_iter()
         .filter(|s| {

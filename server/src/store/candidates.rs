@@ -46,7 +46,7 @@ fn row(out: &mut String, bisect: i64, r: &Row<'_>) {
 }
 
 /// Stores the good endpoint (idx -1) and every candidate with one COPY: the fastest way
-/// PostgreSQL takes 100,000 rows.
+/// PostgreSQL takes 100,000 rows. (COPY is not a statement the query macros can check.)
 pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> sqlx::Result<()> {
     let mut copy = tx
         .copy_in_raw(
@@ -82,6 +82,103 @@ pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> 
     copy.send(buf.as_bytes()).await?;
     copy.finish().await?;
     Ok(())
+}
+
+/// One stored commit of a bisect's graph, as the engine's graph is rebuilt from it.
+#[derive(Debug)]
+pub struct GraphRow {
+    /// -1 for the good endpoint, else the candidate's index (parents first).
+    pub idx: i32,
+    pub sha: String,
+    /// Indexes of the candidate's parents within the set.
+    pub parents: Vec<i32>,
+    pub first_parent_outside: bool,
+}
+
+/// The good endpoint and every candidate, by index.
+pub async fn graph<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> sqlx::Result<Vec<GraphRow>> {
+    sqlx::query_as!(
+        GraphRow,
+        "SELECT idx, sha, parents, first_parent_outside FROM bisect_commits
+         WHERE bisect_id = $1 ORDER BY idx",
+        bisect,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Every candidate's commit, by index (the good endpoint left out).
+pub async fn shas(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        "SELECT sha FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
+        bisect,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// The subjects of the bisect's commits among `shas`.
+pub async fn subjects(
+    db: &sqlx::PgPool,
+    bisect: i64,
+    shas: &[String],
+) -> sqlx::Result<std::collections::HashMap<String, String>> {
+    let rows = sqlx::query!(
+        "SELECT sha, subject FROM bisect_commits WHERE bisect_id = $1 AND sha = ANY($2)",
+        bisect,
+        shas,
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.sha, r.subject)).collect())
+}
+
+/// The good endpoint and the candidates among `shas`: index, commit, subject, author.
+pub async fn shown(
+    db: &sqlx::PgPool,
+    bisect: i64,
+    shas: &[&str],
+) -> sqlx::Result<Vec<(i32, String, String, String)>> {
+    let rows = sqlx::query!(
+        "SELECT idx, sha, subject, author FROM bisect_commits
+         WHERE bisect_id = $1 AND (idx < 0 OR sha = ANY($2)) ORDER BY idx",
+        bisect,
+        shas as &[&str],
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.idx, r.sha, r.subject, r.author))
+        .collect())
+}
+
+/// How many candidates the bisect has (for rows stored before `candidates_total`).
+pub async fn count(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<i64> {
+    let n = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0"#,
+        bisect,
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(n)
+}
+
+/// The first parent of `sha` within the bisect's candidate set, or the good endpoint.
+pub async fn first_parent(
+    db: &mut sqlx::PgConnection,
+    bisect: i64,
+    sha: &str,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
+           ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
+         WHERE c.bisect_id = $1 AND c.sha = $2",
+        bisect,
+        sha,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 #[cfg(test)]

@@ -5,14 +5,42 @@
 
 pub mod allocation;
 pub mod assessments;
+pub mod bisects;
+pub mod builds;
 pub mod candidates;
 pub mod events;
 pub mod fetches;
+pub mod gauges;
+pub mod hosts;
 pub mod inventory;
 pub mod jobs;
+pub mod kconfigs;
+pub mod mail_options;
+pub mod outbox;
+pub mod queue;
+pub mod reports;
+pub mod repositories;
+pub mod runs;
+pub mod subscriptions;
 pub mod summaries;
 pub mod tasks;
+pub mod tokens;
 pub mod wakeups;
+pub mod watches;
+
+/// Asks the database for the simplest answer: it is reachable and serving.
+pub async fn ping(db: &sqlx::PgPool) -> sqlx::Result<()> {
+    sqlx::query_scalar!("SELECT 1").fetch_one(db).await?;
+    Ok(())
+}
+
+/// The statuses of bisects the scheduler works on (`BisectStatus::ACTIVE` without
+/// `fetching`: a bisect waiting for its fetch has no range yet, so it takes no hosts), for
+/// queries that bind them as `status = ANY($n)`.
+pub const SCHEDULED: &[perfbisect_wire::states::BisectStatus] = {
+    use perfbisect_wire::states::BisectStatus::*;
+    &[Queued, Reproducing, Searching, Verifying]
+};
 
 /// The `status IN (...)` list of bisects still being worked on.
 pub const ACTIVE_STATUSES: &str = "('queued', 'reproducing', 'searching', 'verifying')";

@@ -23,12 +23,22 @@ pub async fn state(public_url: &str) -> (AppState, tempfile::TempDir) {
         .unwrap();
     let pool = db::connect(&url).await.unwrap();
     db::migrate(&pool).await.unwrap();
-    auth::ensure_token(&pool, "api", "test", TOKEN)
-        .await
-        .unwrap();
-    auth::ensure_token(&pool, "enroll", "test", ENROLL)
-        .await
-        .unwrap();
+    auth::ensure_token(
+        &pool,
+        perfbisect_wire::states::TokenKind::Api,
+        "test",
+        TOKEN,
+    )
+    .await
+    .unwrap();
+    auth::ensure_token(
+        &pool,
+        perfbisect_wire::states::TokenKind::Enroll,
+        "test",
+        ENROLL,
+    )
+    .await
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let state = AppState::new(pool, dir.path(), Duration::from_secs(30), public_url.into());
     (state, dir)

@@ -5,6 +5,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::notify::Event;
 use crate::notify::recipients::Subscription;
 use crate::state::AppState;
+use crate::store::subscriptions::{self, NewSubscription};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -92,18 +93,17 @@ async fn create_subscription(
     super::super::ApiJson(req): super::super::ApiJson<CreateSubscription>,
 ) -> ApiResult<(StatusCode, Json<Subscription>)> {
     let events = validate(&req)?;
-    let sub: Subscription = sqlx::query_as(
-        "INSERT INTO subscriptions (email, repository, testcase, metric, events, created_by)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         RETURNING id, email, repository, testcase, metric, events, created_at",
+    let sub = subscriptions::create(
+        &state.db,
+        NewSubscription {
+            email: &req.email,
+            repository: req.repository.as_deref(),
+            testcase: req.testcase.as_deref(),
+            metric: req.metric.as_deref(),
+            events: &events,
+            created_by: user.token_id,
+        },
     )
-    .bind(&req.email)
-    .bind(&req.repository)
-    .bind(&req.testcase)
-    .bind(&req.metric)
-    .bind(&events)
-    .bind(user.token_id)
-    .fetch_one(&state.db)
     .await?;
     Ok((StatusCode::CREATED, Json(sub)))
 }
@@ -116,13 +116,7 @@ async fn list_subscriptions(
     State(state): State<AppState>,
     _user: ApiUser,
 ) -> ApiResult<Json<Vec<Subscription>>> {
-    Ok(Json(
-        sqlx::query_as(
-            "SELECT id, email, repository, testcase, metric, events, created_at FROM subscriptions ORDER BY id",
-        )
-        .fetch_all(&state.db)
-        .await?,
-    ))
+    Ok(Json(subscriptions::all(&state.db).await?))
 }
 
 /// Remove a subscription.
@@ -135,11 +129,7 @@ async fn delete_subscription(
     _user: ApiUser,
     Path(id): Path<i64>,
 ) -> ApiResult<StatusCode> {
-    let done = sqlx::query("DELETE FROM subscriptions WHERE id = $1")
-        .bind(id)
-        .execute(&state.db)
-        .await?;
-    if done.rows_affected() == 0 {
+    if !subscriptions::delete(&state.db, id).await? {
         return Err(ApiError::NotFound(format!("no subscription with id {id}")));
     }
     Ok(StatusCode::NO_CONTENT)

@@ -1,10 +1,11 @@
-//! The outbox table: writing mail rows, claiming them, freezing their message, and
-//! recording how each attempt went. Only this module speaks SQL about the outbox.
+//! `outbox`: writing mail rows, claiming them, freezing their message, and recording how
+//! each attempt went. Only this module speaks SQL about the outbox (`notify::outbox` is
+//! this module, under the name the mail code has always used).
 //!
 //! Every state change after a claim is fenced by the attempt number the claim returned: a
 //! sender whose lease ran out (and whose row another sender took over) changes nothing.
 
-use super::Event;
+use crate::notify::Event;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use std::time::Duration;
@@ -23,16 +24,17 @@ pub async fn enqueue(tx: &mut PgConnection, bisect: i64, status: &str) -> sqlx::
 
 /// The row's Message-ID key is fixed here, at insertion: 128 random bits make it unique.
 async fn insert(conn: &mut PgConnection, bisect: i64, event: Event) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "WITH row AS (
             INSERT INTO outbox (bisect_id, event, message_key)
-            VALUES ($1, $2, 'perfbisect.' || $1 || '.' || $2 || '.' || replace(gen_random_uuid()::text, '-', ''))
+            VALUES ($1::bigint, $2::text,
+                    'perfbisect.' || $1::bigint || '.' || $2::text || '.' || replace(gen_random_uuid()::text, '-', ''))
             ON CONFLICT DO NOTHING RETURNING id)
          SELECT pg_notify($3, id::text) FROM row",
+        bisect,
+        event.as_str(),
+        CHANNEL,
     )
-    .bind(bisect)
-    .bind(event.as_str())
-    .bind(CHANNEL)
     .execute(conn)
     .await?;
     Ok(())
@@ -51,23 +53,23 @@ pub async fn enqueue_reproduced(db: &PgPool) -> sqlx::Result<u64> {
 }
 
 async fn enqueue_running(db: &PgPool, event: &str, statuses: &[&str]) -> sqlx::Result<u64> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "INSERT INTO outbox (bisect_id, event, message_key)
-         SELECT b.id, $1, 'perfbisect.' || b.id || '.' || $1 || '.' || replace(gen_random_uuid()::text, '-', '')
+         SELECT b.id, $1::text, 'perfbisect.' || b.id || '.' || $1::text || '.' || replace(gen_random_uuid()::text, '-', '')
          FROM bisects b
          WHERE b.status = ANY($2)
-           AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.bisect_id = b.id AND o.event = $1)
+           AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.bisect_id = b.id AND o.event = $1::text)
          ON CONFLICT DO NOTHING",
+        event,
+        statuses as &[&str],
     )
-    .bind(event)
-    .bind(statuses)
     .execute(db)
     .await?;
     Ok(done.rows_affected())
 }
 
 /// A row a sender holds, with its frozen message when it has one.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Claimed {
     pub id: i64,
     pub bisect_id: i64,
@@ -106,13 +108,13 @@ impl Claimed {
 /// Marks failed the rows whose sender vanished during their last allowed attempt: whether
 /// the SMTP server took that mail is unknown, and the row says so instead of looping.
 pub async fn give_up_abandoned(db: &PgPool, max_attempts: i32) -> sqlx::Result<u64> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE outbox SET state = 'failed', lease_expires_at = NULL,
                 last_error = 'the sender stopped during attempt ' || attempts
                              || ' (the last allowed); whether the SMTP server accepted the mail is unknown'
          WHERE state = 'sending' AND lease_expires_at < now() AND attempts >= $1",
+        max_attempts,
     )
-    .bind(max_attempts)
     .execute(db)
     .await?;
     Ok(done.rows_affected())
@@ -120,7 +122,8 @@ pub async fn give_up_abandoned(db: &PgPool, max_attempts: i32) -> sqlx::Result<u
 
 /// Takes the oldest due row: pending and due, or being sent by a sender whose lease ran out.
 pub async fn claim(db: &PgPool, lease: Duration) -> sqlx::Result<Option<Claimed>> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        Claimed,
         "UPDATE outbox o SET state = 'sending', attempts = o.attempts + 1,
                 lease_expires_at = now() + make_interval(secs => $1)
          FROM (SELECT id FROM outbox
@@ -130,26 +133,26 @@ pub async fn claim(db: &PgPool, lease: Duration) -> sqlx::Result<Option<Claimed>
          WHERE o.id = c.id
          RETURNING o.id, o.bisect_id, o.event, o.message_key, o.attempts, o.message_id,
                    o.envelope_from, o.recipients, o.raw",
+        lease.as_secs_f64(),
     )
-    .bind(lease.as_secs_f64())
     .fetch_optional(db)
     .await
 }
 
 /// Stores the message before its first attempt. False if the row is no longer ours.
 pub async fn freeze(db: &PgPool, c: &Claimed, f: &Frozen) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE outbox SET message_id = $3, subject = $4, envelope_from = $5, recipients = $6,
                 raw = $7, frozen_at = now()
          WHERE id = $1 AND attempts = $2 AND state = 'sending' AND raw IS NULL",
+        c.id,
+        c.attempts,
+        f.message_id,
+        f.subject,
+        f.envelope_from,
+        &f.recipients,
+        f.raw,
     )
-    .bind(c.id)
-    .bind(c.attempts)
-    .bind(&f.message_id)
-    .bind(&f.subject)
-    .bind(&f.envelope_from)
-    .bind(&f.recipients)
-    .bind(&f.raw)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -157,12 +160,12 @@ pub async fn freeze(db: &PgPool, c: &Claimed, f: &Frozen) -> sqlx::Result<bool> 
 
 /// The SMTP server accepted the message.
 pub async fn mark_sent(db: &PgPool, c: &Claimed) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE outbox SET state = 'sent', sent_at = now(), lease_expires_at = NULL, last_error = NULL
          WHERE id = $1 AND attempts = $2 AND state = 'sending'",
+        c.id,
+        c.attempts,
     )
-    .bind(c.id)
-    .bind(c.attempts)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -170,13 +173,13 @@ pub async fn mark_sent(db: &PgPool, c: &Claimed) -> sqlx::Result<bool> {
 
 /// Nothing to send (no recipient, event not mailed): kept, with why, never deleted.
 pub async fn mark_skipped(db: &PgPool, c: &Claimed, why: &str) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE outbox SET state = 'skipped', lease_expires_at = NULL, last_error = $3
          WHERE id = $1 AND attempts = $2 AND state = 'sending'",
+        c.id,
+        c.attempts,
+        why,
     )
-    .bind(c.id)
-    .bind(c.attempts)
-    .bind(why)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -190,16 +193,16 @@ pub async fn mark_attempt_failed(
     error: &str,
     retry_in: Option<Duration>,
 ) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE outbox SET lease_expires_at = NULL, last_error = $3,
                 state = CASE WHEN $4::float8 IS NULL THEN 'failed' ELSE 'pending' END,
                 next_attempt_at = now() + make_interval(secs => coalesce($4::float8, 0))
          WHERE id = $1 AND attempts = $2 AND state = 'sending'",
+        c.id,
+        c.attempts,
+        error,
+        retry_in.map(|d| d.as_secs_f64()),
     )
-    .bind(c.id)
-    .bind(c.attempts)
-    .bind(error)
-    .bind(retry_in.map(|d| d.as_secs_f64()))
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -208,17 +211,15 @@ pub async fn mark_attempt_failed(
 /// Puts a failed or skipped mail back in the queue (after the SMTP configuration or the
 /// subscriptions were fixed). A frozen message keeps its bytes and Message-ID.
 pub async fn retry(db: &PgPool, id: i64) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = now(), lease_expires_at = NULL
          WHERE id = $1 AND state IN ('failed', 'skipped')",
+        id,
     )
-    .bind(id)
     .execute(db)
     .await?;
     if done.rows_affected() == 1 {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(id.to_string())
+        sqlx::query!("SELECT pg_notify($1, $2)", CHANNEL, id.to_string())
             .execute(db)
             .await?;
     }
@@ -227,12 +228,13 @@ pub async fn retry(db: &PgPool, id: i64) -> sqlx::Result<bool> {
 
 /// Whether a mail of this bisect has its message frozen (its options can no longer change).
 pub async fn any_frozen(db: &PgPool, bisect: i64) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM outbox WHERE bisect_id = $1 AND raw IS NOT NULL)",
+    let frozen = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM outbox WHERE bisect_id = $1 AND raw IS NOT NULL) AS "frozen!""#,
+        bisect,
     )
-    .bind(bisect)
     .fetch_one(db)
-    .await
+    .await?;
+    Ok(frozen)
 }
 
 /// The frozen message of a bisect's final mail, or its key when not frozen yet.
@@ -240,17 +242,18 @@ pub async fn final_mail(
     db: &PgPool,
     bisect: i64,
 ) -> sqlx::Result<Option<(String, Option<Vec<u8>>)>> {
-    sqlx::query_as(
+    let row = sqlx::query!(
         "SELECT message_key, raw FROM outbox WHERE bisect_id = $1 AND event <> 'started'
          ORDER BY id DESC LIMIT 1",
+        bisect,
     )
-    .bind(bisect)
     .fetch_optional(db)
-    .await
+    .await?;
+    Ok(row.map(|r| (r.message_key, r.raw)))
 }
 
 /// One mail as the API shows it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, sqlx::FromRow, utoipa::ToSchema)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct OutboxMail {
     pub id: i64,
     pub bisect_id: i64,
@@ -279,27 +282,39 @@ pub async fn list(
     limit: i64,
     offset: i64,
 ) -> sqlx::Result<Vec<OutboxMail>> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        OutboxMail,
         "SELECT id, bisect_id, event, state, message_id, subject, recipients, attempts,
                 next_attempt_at, last_error, created_at, sent_at
          FROM outbox WHERE ($1::bigint IS NULL OR bisect_id = $1) AND ($2::text IS NULL OR state = $2)
          ORDER BY id DESC LIMIT $3 OFFSET $4",
+        bisect,
+        state,
+        limit,
+        offset,
     )
-    .bind(bisect)
-    .bind(state)
-    .bind(limit)
-    .bind(offset)
     .fetch_all(db)
     .await
 }
 
 pub async fn get(db: &PgPool, id: i64) -> sqlx::Result<Option<OutboxMail>> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        OutboxMail,
         "SELECT id, bisect_id, event, state, message_id, subject, recipients, attempts,
                 next_attempt_at, last_error, created_at, sent_at
          FROM outbox WHERE id = $1",
+        id,
     )
-    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+/// The Message-ID key of the bisect's `started` mail, the root its later mails thread under.
+pub async fn started_key(db: &PgPool, bisect: i64) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        "SELECT message_key FROM outbox WHERE bisect_id = $1 AND event = 'started'",
+        bisect,
+    )
     .fetch_optional(db)
     .await
 }
