@@ -191,6 +191,28 @@ pub fn start_server(
     database_url: Option<&str>,
     lease_secs: u64,
 ) -> anyhow::Result<Process> {
+    let cmd = server_command(
+        exe,
+        dir,
+        port,
+        api_token,
+        enroll_token,
+        database_url,
+        lease_secs,
+    );
+    Ok(Process::spawn("server", cmd, &dir.join("server.log"))?)
+}
+
+/// The command `start_server` spawns, for callers that add settings of their own.
+pub fn server_command(
+    exe: &Path,
+    dir: &Path,
+    port: u16,
+    api_token: &str,
+    enroll_token: &str,
+    database_url: Option<&str>,
+    lease_secs: u64,
+) -> Command {
     let mut cmd = Command::new(exe);
     cmd.arg("server")
         .arg("--listen")
@@ -204,7 +226,7 @@ pub fn start_server(
         Some(u) => cmd.env("DATABASE_URL", u),
         None => cmd.env_remove("DATABASE_URL"),
     };
-    Ok(Process::spawn("server", cmd, &dir.join("server.log"))?)
+    cmd
 }
 
 pub fn start_worker(

@@ -63,6 +63,13 @@ pub struct ServerConfig {
     #[arg(long, env = "PERFBISECT_MAX_RUNS_CEILING", default_value_t = crate::budget::DEFAULT_CEILING,
           value_parser = clap::value_parser!(u32).range(2..=1_000_000))]
     pub max_runs_ceiling: u32,
+    /// The most hosts of its group one bisect works on at once. Hosts beyond every active
+    /// bisect's cap stay idle: more parallel probes save few rounds and cost runs (see
+    /// `allocator`).
+    #[arg(long, env = "PERFBISECT_MAX_HOSTS_PER_BISECT",
+          default_value_t = crate::allocator::DEFAULT_MAX_HOSTS_PER_BISECT,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_hosts_per_bisect: u32,
     #[command(flatten)]
     pub mail: Box<crate::notify::MailConfig>,
     /// How the mirrors reach remote repositories (https CA and credentials, ssh key).

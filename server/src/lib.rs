@@ -109,6 +109,7 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
         .with_url_policy(url_policy::UrlPolicy::new(config.repo_urls.clone()));
     state.access = Arc::new(config.read_access()?);
     state.max_runs_ceiling = config.max_runs_ceiling;
+    state.max_hosts_per_bisect = config.max_hosts_per_bisect;
     state.webhook_secret = config.webhook_secret()?.map(Arc::from);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

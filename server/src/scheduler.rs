@@ -182,7 +182,12 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     // started yet is handed back first, so no bisect keeps more than its share queued; the
     // evidence below no longer counts it as pending.
     let load = allocation::group_load(&mut tx, &row.tbox_group, LIVE_HOST_WINDOW_SECS).await?;
-    let share = crate::allocator::share(load.live_hosts, &load.bisects, bisect);
+    let share = crate::allocator::share(
+        load.live_hosts,
+        &load.bisects,
+        bisect,
+        state.max_hosts_per_bisect,
+    );
     let mut outstanding = allocation::outstanding(&mut *tx, bisect).await?;
     if outstanding > share as i64 {
         let handed = allocation::trim_queued(&mut *tx, bisect, outstanding - share as i64).await?;

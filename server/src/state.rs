@@ -21,6 +21,8 @@ pub struct AppState {
     pub access: Arc<auth::ReadAccess>,
     /// The most runs a bisect may take (`--max-runs-ceiling`, see `budget`).
     pub max_runs_ceiling: u32,
+    /// The most hosts one bisect works on at once (`--max-hosts-per-bisect`, see `allocator`).
+    pub max_hosts_per_bisect: u32,
     /// The secret forges sign push webhooks with (`--webhook-secret-file`, see `webhook`).
     pub webhook_secret: Option<Arc<str>>,
 }
@@ -43,6 +45,7 @@ impl AppState {
             graphs: graphs::GraphCache::default(),
             access: Arc::default(),
             max_runs_ceiling: budget::DEFAULT_CEILING,
+            max_hosts_per_bisect: crate::allocator::DEFAULT_MAX_HOSTS_PER_BISECT,
             webhook_secret: None,
         }
     }

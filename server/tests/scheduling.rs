@@ -240,9 +240,71 @@ async fn a_groups_hosts_are_shared_among_its_bisects_by_priority() {
     assert_eq!(count(&f, woken, b).await, before.1 + 1);
     let shares: Vec<u32> = [a, b]
         .iter()
-        .map(|&id| perfbisect_server::allocator::share(4, &[(a, 1), (b, 3)], id))
+        .map(|&id| perfbisect_server::allocator::share(4, &[(a, 1), (b, 3)], id, 4))
         .collect();
     assert_eq!(shares, vec![1, 3]);
+}
+
+/// Uploads every run of `task` (the value `level`, a little noise) and completes it.
+async fn finish(f: &Fixture, token: &str, task: &Value, level: f64) {
+    let (tid, sha) = (
+        task["task_id"].as_i64().unwrap(),
+        task["sha"].as_str().unwrap(),
+    );
+    for i in 0..task["runs"].as_u64().unwrap() as u32 {
+        let path = format!("/api/v1/worker/tasks/{tid}/runs");
+        let body = run_body(i, sha, level + f64::from(i % 3) * 0.001);
+        let (s, v) = call(f, "POST", &path, Some(token), Some(body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let path = format!("/api/v1/worker/tasks/{tid}/complete");
+    let (s, v) = call(
+        f,
+        "POST",
+        &path,
+        Some(token),
+        Some(json!({"outcome": "done"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn a_bisect_alone_works_on_no_more_hosts_than_the_cap() {
+    let outstanding =
+        "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running')";
+    let mut searching = Vec::new();
+    for cap in [2, 8] {
+        let mut f = with_repo().await;
+        f.state.max_hosts_per_bisect = cap;
+        let mut tokens = Vec::new();
+        for i in 0..8 {
+            tokens.push(register(&f, &format!("h{i}")).await);
+        }
+        let a = submit(&f).await;
+        // Both endpoints measured, bad clearly above good: the search begins.
+        let (good, bad) = (claim(&f, &tokens[0]).await, claim(&f, &tokens[1]).await);
+        let bad_sha = sqlx::query_scalar::<_, String>("SELECT bad_sha FROM bisects WHERE id = $1")
+            .bind(a)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap();
+        for (token, task) in [(&tokens[0], &good), (&tokens[1], &bad)] {
+            let level = if task["sha"] == json!(bad_sha) {
+                2.0
+            } else {
+                1.0
+            };
+            finish(&f, token, task, level).await;
+        }
+        perfbisect_server::scheduler::advance(&f.state, a)
+            .await
+            .unwrap();
+        searching.push(count(&f, outstanding, a).await);
+    }
+    // Eight idle hosts: under a cap of 2 it has two tasks out; under a cap of 8, more.
+    assert_eq!(searching[0], 2, "{searching:?}");
+    assert!(searching[1] > 2, "{searching:?}");
 }
 
 #[tokio::test]
