@@ -41,6 +41,3 @@ pub const SCHEDULED: &[perfbisect_wire::states::BisectStatus] = {
     use perfbisect_wire::states::BisectStatus::*;
     &[Queued, Reproducing, Searching, Verifying]
 };
-
-/// The `status IN (...)` list of bisects still being worked on.
-pub const ACTIVE_STATUSES: &str = "('queued', 'reproducing', 'searching', 'verifying')";
