@@ -21,11 +21,14 @@ pub mod queue;
 pub mod reports;
 pub mod repositories;
 pub mod runs;
+pub mod series;
 pub mod subscriptions;
 pub mod summaries;
 pub mod tasks;
 pub mod tokens;
 pub mod wakeups;
+pub mod watch_bisects;
+pub mod watch_changes;
 pub mod watches;
 
 /// Asks the database for the simplest answer: it is reachable and serving.
