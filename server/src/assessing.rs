@@ -95,9 +95,8 @@ pub async fn store_round(
         _ => {
             let mut values = vec![(Verdict::Unknown, None); graph.len()];
             for row in assessments::load(&mut *tx, bisect).await? {
-                if let (Some(slot), Ok(v)) = (values.get_mut(row.idx as usize), row.verdict.parse())
-                {
-                    *slot = (v, row.p);
+                if let Some(slot) = values.get_mut(row.idx as usize) {
+                    *slot = (row.verdict, row.p);
                 }
             }
             AssessedCopy {

@@ -112,7 +112,7 @@ text_enum!(
 
 impl BisectStatus {
     /// The statuses of a bisect still being worked on. (A `fetching` one has no range yet, so
-    /// it takes no hosts: the scheduler's `store::ACTIVE_STATUSES` leaves it out.)
+    /// it takes no hosts: the scheduler's `store::SCHEDULED` leaves it out.)
     pub const ACTIVE: &'static [BisectStatus] = &[
         BisectStatus::Fetching,
         BisectStatus::Queued,

@@ -119,7 +119,7 @@ async fn list_bisects(
             bad: b.bad_rev,
             metric: b.metric,
             testcase: b.testcase,
-            status: b.status,
+            status: b.status.as_str().to_string(),
             culprit: b.culprit_sha,
             created_at: b.created_at,
         })

@@ -188,7 +188,7 @@ pub async fn page(
     let now = Utc::now();
     let mut rows = Vec::with_capacity(found.len());
     for s in found {
-        let finished = perfbisect_wire::api::status_is_final(&s.status);
+        let finished = s.status.is_final();
         rows.push(match (s.candidates_total, s.candidates_remaining) {
             // A running bisect's moving progress is its stored belief; without one (not yet
             // advanced, or stored before the summary columns) the full view.
@@ -196,8 +196,8 @@ pub async fn page(
                 let change = bisect_view::summary_change(&state, &s).await?;
                 Row {
                     id: s.id,
-                    status_label: format::status_label(&s.status),
-                    status_class: format::status_class(&s.status),
+                    status_label: format::status_label(s.status.as_str()),
+                    status_class: format::status_class(s.status.as_str()),
                     culprit: s.culprit_sha.as_ref().map(|sha| {
                         (
                             short_sha(sha).to_string(),

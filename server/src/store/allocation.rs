@@ -1,7 +1,8 @@
 //! What the host allocator reads: a group's live hosts, its active bisects with their
 //! priorities, and how much work each already has outstanding.
 
-use super::ACTIVE_STATUSES;
+use super::SCHEDULED;
+use perfbisect_wire::states::BisectStatus;
 
 /// Hosts seen within this window count as alive for scheduling (and are not "stale" on the
 /// dashboard). Idle workers long-poll well within it, busy ones heartbeat.
@@ -20,33 +21,34 @@ pub async fn group_load(
     host_group: &str,
     live_window_secs: i64,
 ) -> sqlx::Result<GroupLoad> {
-    let live_hosts: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM hosts WHERE host_group = $1
-         AND last_seen_at > now() - make_interval(secs => $2)",
+    let live_hosts = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM hosts WHERE host_group = $1
+           AND last_seen_at > now() - make_interval(secs => $2)"#,
+        host_group,
+        live_window_secs as f64,
     )
-    .bind(host_group)
-    .bind(live_window_secs as f64)
     .fetch_one(&mut *db)
     .await?;
-    let bisects: Vec<(i64, i32)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let bisects = sqlx::query!(
         "SELECT b.id, b.priority FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
-         WHERE j.tbox_group = $1 AND b.status IN {ACTIVE_STATUSES} ORDER BY b.id"
-    )))
-    .bind(host_group)
+         WHERE j.tbox_group = $1 AND b.status = ANY($2) ORDER BY b.id",
+        host_group,
+        SCHEDULED as &[BisectStatus],
+    )
     .fetch_all(db)
     .await?;
     Ok(GroupLoad {
         live_hosts,
-        bisects,
+        bisects: bisects.into_iter().map(|b| (b.id, b.priority)).collect(),
     })
 }
 
 /// Tasks of the bisect queued or running.
 pub async fn outstanding<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running')",
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM tasks WHERE bisect_id = $1 AND state IN ('queued', 'running')"#,
+        bisect,
     )
-    .bind(bisect)
     .fetch_one(db)
     .await
 }
@@ -58,14 +60,14 @@ pub async fn trim_queued<'e>(
     bisect: i64,
     n: i64,
 ) -> sqlx::Result<u64> {
-    Ok(sqlx::query(
+    Ok(sqlx::query!(
         "UPDATE tasks SET state = 'cancelled', finished_at = now(),
                 message = 'handed back unstarted: the bisect''s share of its host group shrank'
          WHERE id IN (SELECT id FROM tasks WHERE bisect_id = $1 AND state = 'queued' AND attempts = 0
                       ORDER BY id DESC LIMIT $2 FOR UPDATE SKIP LOCKED)",
+        bisect,
+        n,
     )
-    .bind(bisect)
-    .bind(n)
     .execute(db)
     .await?
     .rows_affected())
@@ -76,13 +78,15 @@ pub async fn live_hosts_by_group<'e>(
     db: impl sqlx::PgExecutor<'e>,
     live_window_secs: i64,
 ) -> sqlx::Result<Vec<(String, i64)>> {
-    sqlx::query_as(
-        "SELECT host_group, count(*) FILTER (WHERE last_seen_at > now() - make_interval(secs => $1))
-         FROM hosts GROUP BY host_group ORDER BY host_group",
+    let rows = sqlx::query!(
+        r#"SELECT host_group,
+                  count(*) FILTER (WHERE last_seen_at > now() - make_interval(secs => $1)) AS "live!"
+           FROM hosts GROUP BY host_group ORDER BY host_group"#,
+        live_window_secs as f64,
     )
-    .bind(live_window_secs as f64)
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.host_group, r.live)).collect())
 }
 
 /// Sets a bisect's priority; its host group, or None when there is no such bisect.
@@ -91,12 +95,12 @@ pub async fn set_priority<'e>(
     bisect: i64,
     priority: i32,
 ) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE bisects b SET priority = $2 FROM job_specs j
          WHERE b.id = $1 AND j.id = b.job_spec_id RETURNING j.tbox_group",
+        bisect,
+        priority,
     )
-    .bind(bisect)
-    .bind(priority)
     .fetch_optional(db)
     .await
 }

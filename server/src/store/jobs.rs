@@ -10,22 +10,21 @@ pub async fn ensure<'e, E: sqlx::PgExecutor<'e> + Copy>(
     testcase: &str,
     tbox_group: &str,
 ) -> sqlx::Result<i64> {
-    let inserted: Option<i64> = sqlx::query_scalar(
+    let inserted = sqlx::query_scalar!(
         "INSERT INTO job_specs (hash, spec, yaml, testcase, tbox_group) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (hash) DO NOTHING RETURNING id",
+        hash,
+        spec,
+        yaml,
+        testcase,
+        tbox_group,
     )
-    .bind(hash)
-    .bind(spec)
-    .bind(yaml)
-    .bind(testcase)
-    .bind(tbox_group)
     .fetch_optional(db)
     .await?;
     match inserted {
         Some(id) => Ok(id),
         None => {
-            sqlx::query_scalar("SELECT id FROM job_specs WHERE hash = $1")
-                .bind(hash)
+            sqlx::query_scalar!("SELECT id FROM job_specs WHERE hash = $1", hash)
                 .fetch_one(db)
                 .await
         }
@@ -34,14 +33,14 @@ pub async fn ensure<'e, E: sqlx::PgExecutor<'e> + Copy>(
 
 /// The metric names complete runs of this job hash produced, sorted (from its latest runs).
 pub async fn metric_names(db: &sqlx::PgPool, job_hash: &str) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar(
-        "SELECT DISTINCT k FROM (
-           SELECT r.metrics FROM runs r JOIN bisects b ON b.id = r.bisect_id
-           JOIN job_specs j ON j.id = b.job_spec_id
-           WHERE j.hash = $1 AND r.completed ORDER BY r.id DESC LIMIT 50) recent,
-         LATERAL jsonb_object_keys(recent.metrics) AS k ORDER BY k",
+    sqlx::query_scalar!(
+        r#"SELECT DISTINCT k AS "k!" FROM (
+             SELECT r.metrics FROM runs r JOIN bisects b ON b.id = r.bisect_id
+             JOIN job_specs j ON j.id = b.job_spec_id
+             WHERE j.hash = $1 AND r.completed ORDER BY r.id DESC LIMIT 50) recent,
+           LATERAL jsonb_object_keys(recent.metrics) AS k ORDER BY k"#,
+        job_hash,
     )
-    .bind(job_hash)
     .fetch_all(db)
     .await
 }

@@ -1,7 +1,11 @@
 //! SQL, one module per table family, with typed rows.
 //!
-//! New and rewritten queries live here; older handlers still hold their own SQL and move here
-//! over time (issue 14 leaves that move for later, to keep parallel work mergeable).
+//! Every query the server makes is here, checked at compile time (`sqlx::query!`,
+//! `query_as!`, `query_scalar!`) against the offline data in `.sqlx/`. Handlers, pages, the
+//! scheduler and the watches call these functions and hold no SQL. The one statement here
+//! that no macro can check, the candidate set's COPY (`candidates::insert`), says so; outside
+//! the store only `db::ensure_database`'s CREATE DATABASE is made at run time (an identifier
+//! cannot be bound).
 
 pub mod allocation;
 pub mod assessments;
@@ -21,11 +25,14 @@ pub mod queue;
 pub mod reports;
 pub mod repositories;
 pub mod runs;
+pub mod series;
 pub mod subscriptions;
 pub mod summaries;
 pub mod tasks;
 pub mod tokens;
 pub mod wakeups;
+pub mod watch_bisects;
+pub mod watch_changes;
 pub mod watches;
 
 /// Asks the database for the simplest answer: it is reachable and serving.
@@ -41,6 +48,3 @@ pub const SCHEDULED: &[perfbisect_wire::states::BisectStatus] = {
     use perfbisect_wire::states::BisectStatus::*;
     &[Queued, Reproducing, Searching, Verifying]
 };
-
-/// The `status IN (...)` list of bisects still being worked on.
-pub const ACTIVE_STATUSES: &str = "('queued', 'reproducing', 'searching', 'verifying')";

@@ -4,6 +4,7 @@
 use crate::progress::Belief;
 use chrono::{DateTime, Utc};
 use perfbisect_wire::api::MeasuredChange;
+use perfbisect_wire::states::BisectStatus;
 use sqlx::types::Json;
 
 /// The list filters; `None` means any.
@@ -15,7 +16,7 @@ pub struct ListFilter<'a> {
     pub metric: Option<&'a str>,
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct SummaryRow {
     pub id: i64,
     pub repository: String,
@@ -25,7 +26,7 @@ pub struct SummaryRow {
     pub bad_sha: String,
     pub metric: String,
     pub testcase: String,
-    pub status: String,
+    pub status: BisectStatus,
     pub culprit_sha: Option<String>,
     pub culprit_subject: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -40,10 +41,7 @@ pub struct SummaryRow {
     pub belief: Option<Json<Belief>>,
 }
 
-const FROM: &str = "FROM bisects b JOIN repositories r ON r.id = b.repository_id
-                    JOIN job_specs j ON j.id = b.job_spec_id";
-const WHERE: &str = "($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
-                     AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)";
+// `list` and `count` read the same rows: the same FROM and WHERE.
 
 /// A page of bisects, newest first.
 pub async fn list<'e>(
@@ -52,35 +50,45 @@ pub async fn list<'e>(
     limit: i64,
     offset: i64,
 ) -> sqlx::Result<Vec<SummaryRow>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric, j.testcase, b.status,
-                b.culprit_sha,
-                (SELECT c.subject FROM bisect_commits c
-                 WHERE c.bisect_id = b.id AND c.sha = b.culprit_sha) AS culprit_subject,
-                b.created_at, b.candidates_total, b.candidates_remaining,
-                (SELECT count(*) FROM runs u WHERE u.bisect_id = b.id) AS runs_done,
-                b.measured_change, b.belief
-         {FROM} WHERE {WHERE} ORDER BY b.id DESC LIMIT $5 OFFSET $6"
-    )))
-    .bind(f.status)
-    .bind(f.repository)
-    .bind(f.testcase)
-    .bind(f.metric)
-    .bind(limit)
-    .bind(offset)
+    sqlx::query_as!(
+        SummaryRow,
+        r#"SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric,
+                  j.testcase, b.status AS "status: BisectStatus", b.culprit_sha,
+                  (SELECT c.subject FROM bisect_commits c
+                   WHERE c.bisect_id = b.id AND c.sha = b.culprit_sha) AS culprit_subject,
+                  b.created_at, b.candidates_total, b.candidates_remaining,
+                  (SELECT count(*) FROM runs u WHERE u.bisect_id = b.id) AS "runs_done!",
+                  b.measured_change AS "measured_change: Json<Option<MeasuredChange>>",
+                  b.belief AS "belief: Json<Belief>"
+           FROM bisects b JOIN repositories r ON r.id = b.repository_id
+           JOIN job_specs j ON j.id = b.job_spec_id
+           WHERE ($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
+             AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)
+           ORDER BY b.id DESC LIMIT $5 OFFSET $6"#,
+        f.status,
+        f.repository,
+        f.testcase,
+        f.metric,
+        limit,
+        offset,
+    )
     .fetch_all(db)
     .await
 }
 
 /// How many bisects match.
 pub async fn count<'e>(db: impl sqlx::PgExecutor<'e>, f: ListFilter<'_>) -> sqlx::Result<i64> {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) {FROM} WHERE {WHERE}"
-    )))
-    .bind(f.status)
-    .bind(f.repository)
-    .bind(f.testcase)
-    .bind(f.metric)
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!"
+           FROM bisects b JOIN repositories r ON r.id = b.repository_id
+           JOIN job_specs j ON j.id = b.job_spec_id
+           WHERE ($1::text IS NULL OR b.status = $1) AND ($2::text IS NULL OR r.name = $2)
+             AND ($3::text IS NULL OR j.testcase = $3) AND ($4::text IS NULL OR b.metric = $4)"#,
+        f.status,
+        f.repository,
+        f.testcase,
+        f.metric,
+    )
     .fetch_one(db)
     .await
 }
@@ -91,11 +99,13 @@ pub async fn set_measured_change<'e>(
     bisect: i64,
     change: Option<&MeasuredChange>,
 ) -> sqlx::Result<()> {
-    sqlx::query("UPDATE bisects SET measured_change = $2 WHERE id = $1")
-        .bind(bisect)
-        .bind(Json(change))
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "UPDATE bisects SET measured_change = $2 WHERE id = $1",
+        bisect,
+        Json(change) as _,
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }
 
@@ -104,10 +114,11 @@ pub async fn belief<'e>(
     db: impl sqlx::PgExecutor<'e>,
     bisect: i64,
 ) -> sqlx::Result<Option<Belief>> {
-    let b: Option<Option<Json<Belief>>> =
-        sqlx::query_scalar("SELECT belief FROM bisects WHERE id = $1")
-            .bind(bisect)
-            .fetch_optional(db)
-            .await?;
+    let b = sqlx::query_scalar!(
+        r#"SELECT belief AS "belief: Json<Belief>" FROM bisects WHERE id = $1"#,
+        bisect,
+    )
+    .fetch_optional(db)
+    .await?;
     Ok(b.flatten().map(|j| j.0))
 }

@@ -1,5 +1,7 @@
 //! Tasks as the API and the dashboard show them: a bisect's tasks, and one task with every
-//! run (metrics, environment, log) and every build (log) it produced. Reads only.
+//! run (metrics, environment, log) and every build (log) it produced; what the scheduler
+//! reads of them, and queueing (a bisect's tasks, a watch's). The lifecycle of a queued task
+//! (claim, lease, completion) is `store::queue`.
 
 use chrono::{DateTime, Utc};
 use perfbisect_wire::states::{Phase, TaskState};
@@ -347,6 +349,36 @@ pub async fn queue(tx: &mut sqlx::PgConnection, t: &NewTask<'_>) -> sqlx::Result
         t.host_group,
         t.runs,
         t.phase.as_str(),
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// A task a watch queues to measure one of its heads.
+pub struct NewWatchTask<'a> {
+    pub watch: i64,
+    pub head: i64,
+    pub sha: &'a str,
+    pub job_spec_id: i64,
+    pub host_group: &'a str,
+    pub runs: i32,
+}
+
+pub async fn queue_for_watch(
+    tx: &mut sqlx::PgConnection,
+    t: &NewWatchTask<'_>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO tasks (watch_id, watch_head_id, sha, job_spec_id, host_group, runs, phase)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        t.watch,
+        t.head,
+        t.sha,
+        t.job_spec_id,
+        t.host_group,
+        t.runs,
+        Phase::Watch.as_str(),
     )
     .execute(tx)
     .await?;

@@ -5,7 +5,8 @@
 //! rows committed before that delete are answered by the evidence it then reads; rows
 //! committed after it stay and cause the next advance.
 
-use super::ACTIVE_STATUSES;
+use super::SCHEDULED;
+use perfbisect_wire::states::BisectStatus;
 
 /// NOTIFY channel raised with the bisect id as payload whenever a wake-up is recorded.
 pub const CHANNEL: &str = "perfbisect_advance";
@@ -45,13 +46,13 @@ pub async fn wake<'e>(
     bisect: i64,
     reason: Reason,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "WITH w AS (INSERT INTO scheduler_wakeups (bisect_id, reason) VALUES ($1, $2) RETURNING bisect_id)
          SELECT pg_notify($3, bisect_id::text) FROM w",
+        bisect,
+        reason.as_str(),
+        CHANNEL,
     )
-    .bind(bisect)
-    .bind(reason.as_str())
-    .bind(CHANNEL)
     .execute(db)
     .await?;
     Ok(())
@@ -63,16 +64,17 @@ pub async fn wake_group<'e>(
     host_group: &str,
     reason: Reason,
 ) -> sqlx::Result<u64> {
-    let woken = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let woken = sqlx::query!(
         "WITH w AS (INSERT INTO scheduler_wakeups (bisect_id, reason)
                     SELECT b.id, $2 FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
-                    WHERE j.tbox_group = $1 AND b.status IN {ACTIVE_STATUSES}
+                    WHERE j.tbox_group = $1 AND b.status = ANY($4)
                     RETURNING bisect_id)
-         SELECT pg_notify($3, bisect_id::text) FROM w"
-    )))
-    .bind(host_group)
-    .bind(reason.as_str())
-    .bind(CHANNEL)
+         SELECT pg_notify($3, bisect_id::text) FROM w",
+        host_group,
+        reason.as_str(),
+        CHANNEL,
+        SCHEDULED as &[BisectStatus],
+    )
     .execute(db)
     .await?;
     Ok(woken.rows_affected())
@@ -85,23 +87,24 @@ pub async fn wake_group_of<'e>(
     bisect: i64,
     reason: Reason,
 ) -> sqlx::Result<u64> {
-    let woken = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let woken = sqlx::query!(
         "WITH g AS (SELECT j.tbox_group AS grp FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
                     WHERE b.id = $1),
               others AS (SELECT b.id FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
                          WHERE j.tbox_group = (SELECT grp FROM g) AND b.id <> $1
-                           AND b.status IN {ACTIVE_STATUSES}),
+                           AND b.status = ANY($5)),
               live AS (SELECT count(*) AS n FROM hosts WHERE host_group = (SELECT grp FROM g)
                        AND last_seen_at > now() - make_interval(secs => $4)),
               w AS (INSERT INTO scheduler_wakeups (bisect_id, reason)
                     SELECT id, $2 FROM others WHERE (SELECT n FROM live) > (SELECT count(*) FROM others)
                     RETURNING bisect_id)
-         SELECT pg_notify($3, bisect_id::text) FROM w"
-    )))
-    .bind(bisect)
-    .bind(reason.as_str())
-    .bind(CHANNEL)
-    .bind(crate::store::allocation::LIVE_HOST_WINDOW_SECS as f64)
+         SELECT pg_notify($3, bisect_id::text) FROM w",
+        bisect,
+        reason.as_str(),
+        CHANNEL,
+        crate::store::allocation::LIVE_HOST_WINDOW_SECS as f64,
+        SCHEDULED as &[BisectStatus],
+    )
     .execute(db)
     .await?;
     Ok(woken.rows_affected())
@@ -115,18 +118,18 @@ pub async fn wake_group_queued<'e>(
     host_group: &str,
     joined: i64,
 ) -> sqlx::Result<u64> {
-    let woken = sqlx::query(
+    let woken = sqlx::query!(
         "WITH w AS (INSERT INTO scheduler_wakeups (bisect_id, reason)
                     SELECT DISTINCT t.bisect_id, $3 FROM tasks t
                     WHERE t.host_group = $1 AND t.state = 'queued' AND t.bisect_id <> $2
                       AND NOT EXISTS (SELECT 1 FROM scheduler_wakeups p WHERE p.bisect_id = t.bisect_id)
                     RETURNING bisect_id)
          SELECT pg_notify($4, bisect_id::text) FROM w",
+        host_group,
+        joined,
+        Reason::ShareChanged.as_str(),
+        CHANNEL,
     )
-    .bind(host_group)
-    .bind(joined)
-    .bind(Reason::ShareChanged.as_str())
-    .bind(CHANNEL)
     .execute(db)
     .await?;
     Ok(woken.rows_affected())
@@ -135,13 +138,14 @@ pub async fn wake_group_queued<'e>(
 /// The fallback: a wake-up for every active bisect that has none pending. Catches whatever a
 /// lost notification or a replica that died between its delete and its commit left behind.
 pub async fn wake_all_active<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<u64> {
-    let woken = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let woken = sqlx::query!(
         "INSERT INTO scheduler_wakeups (bisect_id, reason)
          SELECT b.id, $1 FROM bisects b
-         WHERE b.status IN {ACTIVE_STATUSES}
-           AND NOT EXISTS (SELECT 1 FROM scheduler_wakeups w WHERE w.bisect_id = b.id)"
-    )))
-    .bind(Reason::Fallback.as_str())
+         WHERE b.status = ANY($2)
+           AND NOT EXISTS (SELECT 1 FROM scheduler_wakeups w WHERE w.bisect_id = b.id)",
+        Reason::Fallback.as_str(),
+        SCHEDULED as &[BisectStatus],
+    )
     .execute(db)
     .await?;
     Ok(woken.rows_affected())
@@ -149,17 +153,17 @@ pub async fn wake_all_active<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<
 
 /// Bisects with wake-ups pending, the longest waiting first.
 pub async fn pending<'e>(db: impl sqlx::PgExecutor<'e>, limit: i64) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT bisect_id FROM scheduler_wakeups GROUP BY bisect_id ORDER BY min(id) LIMIT $1",
+        limit,
     )
-    .bind(limit)
     .fetch_all(db)
     .await
 }
 
 /// How many wake-ups wait (for `/metrics`).
 pub async fn backlog<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT count(*) FROM scheduler_wakeups")
+    sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM scheduler_wakeups"#)
         .fetch_one(db)
         .await
 }
@@ -168,8 +172,7 @@ pub async fn backlog<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<i64> {
 /// reads any evidence.
 pub async fn consume(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<u64> {
     Ok(
-        sqlx::query("DELETE FROM scheduler_wakeups WHERE bisect_id = $1")
-            .bind(bisect)
+        sqlx::query!("DELETE FROM scheduler_wakeups WHERE bisect_id = $1", bisect)
             .execute(tx)
             .await?
             .rows_affected(),
@@ -179,16 +182,17 @@ pub async fn consume(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<u
 /// Advisory-lock key space of per-bisect advances (the one-bigint form; loop leases use the
 /// two-int form, which PostgreSQL keeps apart).
 pub async fn try_lock_bisect(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<bool> {
-    sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-        .bind(bisect)
-        .fetch_one(tx)
-        .await
+    sqlx::query_scalar!(
+        r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#,
+        bisect
+    )
+    .fetch_one(tx)
+    .await
 }
 
 /// Waits for the bisect's advance lock (for rare writers such as cancel).
 pub async fn lock_bisect(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(bisect)
+    sqlx::query!("SELECT pg_advisory_xact_lock($1)", bisect)
         .execute(tx)
         .await?;
     Ok(())

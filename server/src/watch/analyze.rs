@@ -2,8 +2,9 @@
 //! last analysis go through `perfbisect_changepoint::detect`, one at a time, and each change
 //! found is recorded with what to do about it.
 
-use super::series::{self, PointRow};
 use crate::state::AppState;
+use crate::store::series::{self, Point};
+use crate::store::{watch_changes, watches};
 use perfbisect_changepoint::{Change, Config, detect};
 use perfbisect_wire::watch::WatchMetric;
 
@@ -38,12 +39,7 @@ pub fn action(metric: &WatchMetric, change: &Change) -> (&'static str, Option<St
 
 /// Analyses every series of the watch.
 pub async fn analyze(state: &AppState, watch_id: i64) -> anyhow::Result<()> {
-    let metrics: serde_json::Value =
-        sqlx::query_scalar("SELECT metrics FROM watches WHERE id = $1")
-            .bind(watch_id)
-            .fetch_one(&state.db)
-            .await?;
-    let metrics: Vec<WatchMetric> = serde_json::from_value(metrics)?;
+    let metrics = watches::metrics(&state.db, watch_id).await?;
     for branch in series::branches(&state.db, watch_id).await? {
         for metric in &metrics {
             analyze_series(state, watch_id, &branch, metric).await?;
@@ -62,27 +58,10 @@ async fn analyze_series(
 ) -> anyhow::Result<()> {
     let config = Config::default();
     let mut tx = state.db.begin().await?;
-    sqlx::query(
-        "INSERT INTO watch_series (watch_id, ref_name, metric) VALUES ($1, $2, $3)
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(watch_id)
-    .bind(branch)
-    .bind(&metric.name)
-    .execute(&mut *tx)
-    .await?;
-    let analyzed: i32 = sqlx::query_scalar(
-        "SELECT analyzed_seq FROM watch_series WHERE watch_id = $1 AND ref_name = $2 AND metric = $3
-         FOR UPDATE",
-    )
-    .bind(watch_id)
-    .bind(branch)
-    .bind(&metric.name)
-    .fetch_one(&mut *tx)
-    .await?;
+    let analyzed = series::lock_analyzed(&mut tx, watch_id, branch, &metric.name).await?;
     // The detector reads at most `window` values back: load that much before the new heads.
     let from = (analyzed + 1 - 2 * config.window as i32).max(0);
-    let points = series::load(&mut *tx, watch_id, branch, &metric.name, from).await?;
+    let points = series::points(&mut *tx, watch_id, branch, &metric.name, from).await?;
     // Only a finished prefix is analysed: a head still measuring holds back those after it.
     let finished = points.iter().take_while(|p| p.finished()).count();
     let Some(last) = points[..finished].last().map(|p| p.seq) else {
@@ -91,16 +70,9 @@ async fn analyze_series(
     if last <= analyzed {
         return Ok(());
     }
-    let last_change_seq: Option<i32> = sqlx::query_scalar(
-        "SELECT max(h.seq) FROM watch_changes c JOIN watch_heads h ON h.id = c.after_head_id
-         WHERE c.watch_id = $1 AND c.ref_name = $2 AND c.metric = $3",
-    )
-    .bind(watch_id)
-    .bind(branch)
-    .bind(&metric.name)
-    .fetch_one(&mut *tx)
-    .await?;
-    let valued: Vec<(&PointRow, f64)> = points[..finished]
+    let last_change_seq =
+        watch_changes::last_change_seq(&mut tx, watch_id, branch, &metric.name).await?;
+    let valued: Vec<(&Point, f64)> = points[..finished]
         .iter()
         .filter_map(|p| p.mean().map(|m| (p, m)))
         .collect();
@@ -130,35 +102,22 @@ async fn analyze_series(
             action,
             "change point"
         );
-        sqlx::query(
-            "INSERT INTO watch_changes (watch_id, ref_name, metric, before_head_id, after_head_id,
-                 detected_head_id, relative, confidence, detection, action, message)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             ON CONFLICT (watch_id, ref_name, metric, after_head_id) DO NOTHING",
-        )
-        .bind(watch_id)
-        .bind(branch)
-        .bind(&metric.name)
-        .bind(before.head_id)
-        .bind(after.head_id)
-        .bind(detected.head_id)
-        .bind(change.relative)
-        .bind(change.confidence())
-        .bind(serde_json::to_value(change)?)
-        .bind(action)
-        .bind(message)
-        .execute(&mut *tx)
-        .await?;
+        let recorded = watch_changes::NewChange {
+            watch: watch_id,
+            branch,
+            metric: &metric.name,
+            before_head: before.head_id,
+            after_head: after.head_id,
+            detected_head: detected.head_id,
+            relative: change.relative,
+            confidence: change.confidence(),
+            detection: serde_json::to_value(change)?,
+            action,
+            message: message.as_deref(),
+        };
+        watch_changes::record(&mut tx, &recorded).await?;
     }
-    sqlx::query(
-        "UPDATE watch_series SET analyzed_seq = $4 WHERE watch_id = $1 AND ref_name = $2 AND metric = $3",
-    )
-    .bind(watch_id)
-    .bind(branch)
-    .bind(&metric.name)
-    .bind(last)
-    .execute(&mut *tx)
-    .await?;
+    series::set_analyzed(&mut tx, watch_id, branch, &metric.name, last).await?;
     tx.commit().await?;
     Ok(())
 }

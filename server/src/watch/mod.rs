@@ -4,12 +4,16 @@
 //!
 //! - `poll.rs` — notices new heads (the mirror's fetch, on the watch's cadence or at once
 //!   from a push webhook), picks the commits to measure and queues one ordinary task each.
-//! - `series.rs` — a series read from the stored runs (a head's value is derived, never stored).
+//! - `series.rs` — a series' points as the analysis and the pages see them (a head's value is
+//!   derived from its stored runs, never stored).
 //! - `analyze.rs` — feeds the heads not yet analysed to `perfbisect_changepoint::detect` and
 //!   records each change point, deciding whether it opens a bisect.
 //! - `open.rs` — opens the bisect of a change through the same code as `POST
 //!   /api/v1/bisects`, once per (repository, job, range).
 //! - `view.rs` — watches, series and change points as the API and the dashboard show them.
+//!
+//! Their SQL is in `store::{watches, series, watch_changes, watch_bisects}` (and the tasks a
+//! poll queues, `store::tasks::queue_for_watch`).
 
 pub mod analyze;
 pub mod open;
@@ -18,6 +22,7 @@ pub mod series;
 pub mod view;
 
 use crate::state::AppState;
+use crate::store::watches;
 use std::time::Duration;
 
 /// The watch loop: polls the watches that are due, analyses every enabled watch's series,
@@ -32,22 +37,12 @@ pub async fn run(state: AppState) {
 }
 
 async fn tick(state: &AppState) -> anyhow::Result<()> {
-    let due: Vec<i64> = sqlx::query_scalar(
-        "SELECT id FROM watches WHERE enabled
-           AND (polled_at IS NULL OR polled_at + make_interval(secs => cadence_secs) <= now())
-         ORDER BY id",
-    )
-    .fetch_all(&state.db)
-    .await?;
-    for id in due {
+    for id in watches::due(&state.db).await? {
         if let Err(e) = poll::poll(state, id).await {
             tracing::warn!(watch = id, error = %e, "polling a watch");
         }
     }
-    let enabled: Vec<i64> = sqlx::query_scalar("SELECT id FROM watches WHERE enabled ORDER BY id")
-        .fetch_all(&state.db)
-        .await?;
-    for id in enabled {
+    for id in watches::enabled(&state.db).await? {
         if let Err(e) = analyze::analyze(state, id).await {
             tracing::warn!(watch = id, error = ?e, "analysing a watch");
         }

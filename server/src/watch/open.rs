@@ -2,23 +2,9 @@
 //! `POST /api/v1/bisects`.
 
 use crate::state::AppState;
+use crate::store::watch_bisects;
+use crate::store::watch_changes::{self, Pending};
 use perfbisect_wire::api::SubmitBisect;
-
-#[derive(Debug, sqlx::FromRow)]
-struct Pending {
-    id: i64,
-    watch_id: i64,
-    metric: String,
-    relative: f64,
-    repository_id: i64,
-    repository: String,
-    job_spec_id: i64,
-    job_yaml: String,
-    recipients: serde_json::Value,
-    created_by: Option<i64>,
-    good_sha: String,
-    bad_sha: String,
-}
 
 /// Opens the bisect of every change that should have one and has none yet (a crash between
 /// recording a change and opening its bisect leaves such a row; the next tick opens it).
@@ -30,25 +16,7 @@ struct Pending {
 /// the wider range costs one or two more bisection steps, and if it brings in a second
 /// change the engine reports both.
 pub async fn open_pending(state: &AppState) -> anyhow::Result<()> {
-    let pending: Vec<Pending> = sqlx::query_as(
-        "SELECT c.id, c.watch_id, c.metric, c.relative, w.repository_id, r.name AS repository,
-                w.job_spec_id, j.yaml AS job_yaml, w.recipients, w.created_by,
-                COALESCE(hg.sha, hb.sha) AS good_sha, COALESCE(hr.sha, ha.sha) AS bad_sha
-         FROM watch_changes c
-         JOIN watches w ON w.id = c.watch_id
-         JOIN repositories r ON r.id = w.repository_id
-         JOIN job_specs j ON j.id = w.job_spec_id
-         JOIN watch_heads hb ON hb.id = c.before_head_id
-         JOIN watch_heads ha ON ha.id = c.after_head_id
-         LEFT JOIN watch_heads hg ON hg.watch_id = hb.watch_id AND hg.ref_name = hb.ref_name
-                                 AND hg.seq = hb.seq - 1
-         LEFT JOIN watch_heads hr ON hr.watch_id = ha.watch_id AND hr.ref_name = ha.ref_name
-                                 AND hr.seq = ha.seq + 1
-         WHERE c.action = 'bisecting' AND c.bisect_id IS NULL
-         ORDER BY c.id",
-    )
-    .fetch_all(&state.db)
-    .await?;
+    let pending = watch_changes::pending(&state.db).await?;
     for p in pending {
         if let Err(e) = open(state, &p).await {
             tracing::warn!(change = p.id, error = ?e, "opening a bisect");
@@ -63,39 +31,11 @@ pub async fn open_pending(state: &AppState) -> anyhow::Result<()> {
 async fn open(state: &AppState, p: &Pending) -> anyhow::Result<()> {
     let mut tx = state.db.begin().await?;
     // Re-read under lock: another replica may have handled it.
-    let still: Option<i64> = sqlx::query_scalar(
-        "SELECT id FROM watch_changes WHERE id = $1 AND action = 'bisecting' AND bisect_id IS NULL
-         FOR UPDATE SKIP LOCKED",
-    )
-    .bind(p.id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if still.is_none() {
+    if !watch_changes::lock_pending(&mut tx, p.id).await? {
         return Ok(());
     }
-    sqlx::query(
-        "INSERT INTO watch_bisects (repository_id, job_spec_id, good_sha, bad_sha)
-         VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-    )
-    .bind(p.repository_id)
-    .bind(p.job_spec_id)
-    .bind(&p.good_sha)
-    .bind(&p.bad_sha)
-    .execute(&mut *tx)
-    .await?;
-    let existing: Option<i64> = sqlx::query_scalar(
-        "SELECT bisect_id FROM watch_bisects
-         WHERE repository_id = $1 AND job_spec_id = $2 AND good_sha = $3 AND bad_sha = $4
-         FOR UPDATE",
-    )
-    .bind(p.repository_id)
-    .bind(p.job_spec_id)
-    .bind(&p.good_sha)
-    .bind(&p.bad_sha)
-    .fetch_one(&mut *tx)
-    .await?;
-    if let Some(bisect) = existing {
-        mark_duplicate(
+    if let Some(bisect) = watch_bisects::lock(&mut tx, p.range()).await? {
+        watch_changes::mark_duplicate(
             &mut tx,
             p.id,
             bisect,
@@ -110,8 +50,8 @@ async fn open(state: &AppState, p: &Pending) -> anyhow::Result<()> {
         // The same change seen one head apart by another metric or watch: its range shares
         // commits with a bisect already open for this job, which will name the culprit
         // (and any second change in its range). This range links to that bisect too.
-        link_range(&mut tx, p, bisect).await?;
-        mark_duplicate(
+        watch_bisects::link(&mut tx, p.range(), bisect).await?;
+        watch_changes::mark_duplicate(
             &mut tx,
             p.id,
             bisect,
@@ -150,12 +90,8 @@ async fn open(state: &AppState, p: &Pending) -> anyhow::Result<()> {
     };
     match crate::submission::submit(state, p.created_by, &req).await {
         Ok(bisect) => {
-            link_range(&mut tx, p, bisect).await?;
-            sqlx::query("UPDATE watch_changes SET bisect_id = $2 WHERE id = $1")
-                .bind(p.id)
-                .bind(bisect)
-                .execute(&mut *tx)
-                .await?;
+            watch_bisects::link(&mut tx, p.range(), bisect).await?;
+            watch_changes::opened(&mut tx, p.id, bisect).await?;
             tracing::info!(
                 change = p.id,
                 watch = p.watch_id,
@@ -164,51 +100,12 @@ async fn open(state: &AppState, p: &Pending) -> anyhow::Result<()> {
             );
         }
         Err(e) => {
-            sqlx::query("UPDATE watch_changes SET action = 'failed', message = $2 WHERE id = $1")
-                .bind(p.id)
-                .bind(format!("the bisect could not be opened: {e}"))
-                .execute(&mut *tx)
-                .await?;
+            let why = format!("the bisect could not be opened: {e}");
+            watch_changes::failed(&mut tx, p.id, &why).await?;
             tracing::warn!(change = p.id, error = %e, "change could not open a bisect");
         }
     }
     tx.commit().await?;
-    Ok(())
-}
-
-/// Links a change to the bisect that answers it: `why`, then the bisect's id.
-async fn mark_duplicate(
-    tx: &mut sqlx::PgConnection,
-    change: i64,
-    bisect: i64,
-    why: &str,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE watch_changes SET action = 'duplicate', bisect_id = $2, message = $3 || ' ' || $2
-         WHERE id = $1",
-    )
-    .bind(change)
-    .bind(bisect)
-    .bind(why)
-    .execute(tx)
-    .await?;
-    Ok(())
-}
-
-/// Records `bisect` as the one of this change's range (`watch_bisects`), so a later change
-/// of the same range links to it.
-async fn link_range(tx: &mut sqlx::PgConnection, p: &Pending, bisect: i64) -> sqlx::Result<()> {
-    sqlx::query(
-        "UPDATE watch_bisects SET bisect_id = $5
-         WHERE repository_id = $1 AND job_spec_id = $2 AND good_sha = $3 AND bad_sha = $4",
-    )
-    .bind(p.repository_id)
-    .bind(p.job_spec_id)
-    .bind(&p.good_sha)
-    .bind(&p.bad_sha)
-    .bind(bisect)
-    .execute(tx)
-    .await?;
     Ok(())
 }
 
@@ -220,17 +117,7 @@ async fn overlapping(
     tx: &mut sqlx::PgConnection,
     p: &Pending,
 ) -> anyhow::Result<Option<i64>> {
-    let open: Vec<(i64, String, String)> = sqlx::query_as(
-        "SELECT b.id, b.good_sha, b.bad_sha FROM watch_bisects wb
-         JOIN bisects b ON b.id = wb.bisect_id
-         WHERE wb.repository_id = $1 AND wb.job_spec_id = $2
-           AND b.status NOT IN ('failed', 'cancelled', 'not_reproduced') AND b.good_sha <> ''
-         ORDER BY b.id",
-    )
-    .bind(p.repository_id)
-    .bind(p.job_spec_id)
-    .fetch_all(&mut *tx)
-    .await?;
+    let open = watch_bisects::answering(tx, p.repository_id, p.job_spec_id).await?;
     if open.is_empty() {
         return Ok(None);
     }
@@ -238,9 +125,9 @@ async fn overlapping(
     let range = (p.good_sha.clone(), p.bad_sha.clone());
     let found = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<i64>> {
         let repo = mirrors.open(repo_id)?;
-        for (id, good, bad) in open {
-            if ranges_overlap(&repo, (&range.0, &range.1), (&good, &bad))? {
-                return Ok(Some(id));
+        for b in open {
+            if ranges_overlap(&repo, (&range.0, &range.1), (&b.good_sha, &b.bad_sha))? {
+                return Ok(Some(b.id));
             }
         }
         Ok(None)

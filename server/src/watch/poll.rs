@@ -3,8 +3,8 @@
 
 use crate::git::GitError;
 use crate::state::AppState;
+use crate::store::{series, tasks, watches};
 use git2::{Oid, Repository};
-use std::collections::HashMap;
 
 /// A commit to measure, in series order.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,31 +109,12 @@ fn branches(repo: &Repository, pattern: &str) -> Result<Vec<(String, Oid)>, git2
     Ok(out)
 }
 
-#[derive(sqlx::FromRow)]
-struct WatchRow {
-    repository_id: i64,
-    url: String,
-    ref_pattern: String,
-    job_spec_id: i64,
-    host_group: String,
-    runs_per_head: i32,
-    sample_commits: i32,
-    backfill: i32,
-}
-
 /// Fetches the watch's repository and queues a task for every commit to measure. Returns
 /// the shas queued. Safe to run on several replicas: the watch row is locked while heads are
 /// recorded, and a head recorded by another replica meanwhile is not recorded again.
 pub async fn poll(state: &AppState, watch_id: i64) -> anyhow::Result<Vec<String>> {
-    let w: WatchRow = sqlx::query_as(
-        "SELECT w.repository_id, r.url, w.ref_pattern, w.job_spec_id, w.host_group, w.runs_per_head,
-                w.sample_commits, w.backfill
-         FROM watches w JOIN repositories r ON r.id = w.repository_id WHERE w.id = $1",
-    )
-    .bind(watch_id)
-    .fetch_one(&state.db)
-    .await?;
-    let known = last_heads(&state.db, watch_id).await?;
+    let w = watches::for_poll(&state.db, watch_id).await?;
+    let known = series::last_heads(&state.db, watch_id).await?;
     let mirrors = state.mirrors.clone();
     let (repo_id, url, pattern) = (w.repository_id, w.url.clone(), w.ref_pattern.clone());
     let (sample, backfill) = (w.sample_commits as usize, w.backfill as usize);
@@ -157,51 +138,36 @@ pub async fn poll(state: &AppState, watch_id: i64) -> anyhow::Result<Vec<String>
         .await??;
 
     let mut tx = state.db.begin().await?;
-    sqlx::query("SELECT id FROM watches WHERE id = $1 FOR UPDATE")
-        .bind(watch_id)
-        .execute(&mut *tx)
-        .await?;
-    let now_known = last_heads(&mut *tx, watch_id).await?;
+    watches::lock(&mut tx, watch_id).await?;
+    let now_known = series::last_heads(&mut *tx, watch_id).await?;
     let mut queued = Vec::new();
     for (branch, todo) in plans {
         if now_known.get(&branch) != known.get(&branch) {
             continue; // another replica recorded this branch's new head meanwhile
         }
-        let mut seq: i32 = sqlx::query_scalar(
-            "SELECT coalesce(max(seq), -1) + 1 FROM watch_heads WHERE watch_id = $1 AND ref_name = $2",
-        )
-        .bind(watch_id)
-        .bind(&branch)
-        .fetch_one(&mut *tx)
-        .await?;
+        let mut seq = series::next_seq(&mut tx, watch_id, &branch).await?;
         for m in todo {
-            let head: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO watch_heads (watch_id, ref_name, seq, sha, kind, subject)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (watch_id, ref_name, sha) DO NOTHING
-                 RETURNING id",
-            )
-            .bind(watch_id)
-            .bind(&branch)
-            .bind(seq)
-            .bind(&m.sha)
-            .bind(m.kind)
-            .bind(&m.subject)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some(head) = head else { continue };
+            let new = series::NewHead {
+                watch: watch_id,
+                branch: &branch,
+                seq,
+                sha: &m.sha,
+                kind: m.kind,
+                subject: &m.subject,
+            };
+            let Some(head) = series::insert_head(&mut tx, &new).await? else {
+                continue;
+            };
             seq += 1;
-            sqlx::query(
-                "INSERT INTO tasks (watch_id, watch_head_id, sha, job_spec_id, host_group, runs, phase)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'watch')",
-            )
-            .bind(watch_id)
-            .bind(head)
-            .bind(&m.sha)
-            .bind(w.job_spec_id)
-            .bind(&w.host_group)
-            .bind(w.runs_per_head)
-            .execute(&mut *tx)
-            .await?;
+            let task = tasks::NewWatchTask {
+                watch: watch_id,
+                head,
+                sha: &m.sha,
+                job_spec_id: w.job_spec_id,
+                host_group: &w.host_group,
+                runs: w.runs_per_head,
+            };
+            tasks::queue_for_watch(&mut tx, &task).await?;
             tracing::info!(
                 watch = watch_id,
                 branch,
@@ -212,30 +178,12 @@ pub async fn poll(state: &AppState, watch_id: i64) -> anyhow::Result<Vec<String>
             queued.push(m.sha);
         }
     }
-    sqlx::query("UPDATE watches SET polled_at = now() WHERE id = $1")
-        .bind(watch_id)
-        .execute(&mut *tx)
-        .await?;
+    watches::polled(&mut tx, watch_id).await?;
     if !queued.is_empty() {
         crate::queue::notify_queued(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(queued)
-}
-
-/// The last head measured on each branch of the watch.
-async fn last_heads<'e>(
-    db: impl sqlx::PgExecutor<'e>,
-    watch_id: i64,
-) -> sqlx::Result<HashMap<String, String>> {
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT DISTINCT ON (ref_name) ref_name, sha FROM watch_heads
-         WHERE watch_id = $1 AND kind = 'head' ORDER BY ref_name, seq DESC",
-    )
-    .bind(watch_id)
-    .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().collect())
 }
 
 #[cfg(test)]
