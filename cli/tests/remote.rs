@@ -175,13 +175,15 @@ async fn a_bisect_runs_with_the_repository_over_https_and_workers_over_tls() {
 
     // The operator fixes the credential file; the next fetch reads it. Meanwhile the fetch
     // is held (the test takes its lock, as another replica's fetch would), so the bisect is
-    // submitted while the repository is mirroring.
+    // submitted while the repository is mirroring. The hold comes first: a retry of the
+    // failed fetch that ran between the fix and the hold would make the repository ready
+    // before it is registered again (CI saw that once).
+    let hold = FetchHold::take(&lab, listed[0].id).await;
     std::fs::write(
         &creds,
         format!("https://robot:{PASSWORD}@localhost:{}\n", git.port),
     )
     .unwrap();
-    let hold = FetchHold::take(&lab, listed[0].id).await;
     let repo = api
         .register_repository("example", &url, None)
         .await
