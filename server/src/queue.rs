@@ -11,6 +11,9 @@ use tokio::sync::Notify;
 
 pub use crate::store::queue::{CHANNEL, ClaimedTask};
 
+/// How often a long-polling claim looks again without a notification.
+const FALLBACK_LOOK: Duration = Duration::from_secs(10);
+
 /// This replica's long-polling claims, woken per host group: `n` tasks queued for a group
 /// wake `n` of its waiters, not all of them (with a thousand hosts polling, waking all for
 /// every task is a thundering herd of claims that find nothing).
@@ -89,8 +92,10 @@ pub async fn claim_wait(
         if now >= deadline {
             return Ok(None);
         }
-        // The poll interval is the fallback should a notification be missed (listener reconnecting).
-        let nap = (deadline - now).min(Duration::from_secs(2));
+        // Notifications wake the waiters (and every waiter after the listener reconnects), so
+        // this look again is only a fallback. It is not short: a thousand idle hosts looking
+        // every 2 s cost 500 empty claims a second, which slowed the claims that find work.
+        let nap = (deadline - now).min(FALLBACK_LOOK);
         let _ = tokio::time::timeout(nap, notified).await;
     }
 }
@@ -103,8 +108,19 @@ pub async fn listen_for_tasks(state: AppState, url: String) {
                 if let Err(e) = listener.listen(CHANNEL).await {
                     tracing::warn!(error = %e, "LISTEN failed");
                 } else {
-                    while let Ok(n) = listener.recv().await {
-                        state.task_queued.received(n.payload());
+                    // Whatever was queued while no one listened: every waiter looks once.
+                    state.task_queued.all();
+                    loop {
+                        match listener.try_recv().await {
+                            Ok(Some(n)) => state.task_queued.received(n.payload()),
+                            // The connection was lost (sqlx reconnects on the next call):
+                            // what was sent meanwhile is lost, so every waiter looks.
+                            Ok(None) => state.task_queued.all(),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "queue listener failed");
+                                break;
+                            }
+                        }
                     }
                 }
             }
