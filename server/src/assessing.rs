@@ -106,6 +106,9 @@ pub async fn store_round(
         }
     };
     let changed = changes(&copy.values, assessments);
+    // Rows written this round: the round's cost grows with them (a side of the range
+    // decided at once flips thousands of verdicts).
+    tracing::debug!(bisect, rows = changed.len(), "assessments changed");
     let measured: Vec<serde_json::Value> = assessments
         .iter()
         .filter(|a| {
