@@ -93,22 +93,41 @@ pub async fn store_round(
     let mut copy = match taken {
         Some(c) if c.round == stored_round => c,
         _ => {
-            let mut values = vec![(Verdict::Unknown, None); graph.len()];
-            for row in assessments::load(&mut *tx, bisect).await? {
-                if let Some(slot) = values.get_mut(row.idx as usize) {
-                    *slot = (row.verdict, row.p);
-                }
-            }
+            let rows = assessments::load(&mut *tx, bisect).await?;
+            let verdicts = assessments::verdicts(&mut *tx, bisect).await?;
             AssessedCopy {
                 round: stored_round,
-                values,
+                values: assessments::combine(graph.len(), rows, verdicts.as_deref()),
             }
         }
     };
     let changed = changes(&copy.values, assessments);
-    // Rows written this round: the round's cost grows with them (a side of the range
-    // decided at once flips thousands of verdicts).
-    tracing::debug!(bisect, rows = changed.len(), "assessments changed");
+    // A verdict that flipped rewrites the verdict bytes (a side of the range decided at once
+    // flips tens of thousands); a row is written only where the probability moved.
+    let flipped = changed
+        .iter()
+        .filter(|&&(i, v, _)| copy.values[i as usize].0 != v)
+        .count();
+    let rows: Vec<(i32, Verdict, Option<f32>)> = changed
+        .iter()
+        .filter(|&&(i, _, p)| moved(copy.values[i as usize].1, p))
+        .copied()
+        .collect();
+    tracing::debug!(bisect, rows = rows.len(), flipped, "assessments changed");
+    // The copy stays what is stored: the verdict always, the probability where a row is
+    // written (one that moved less than `P_STEP` keeps its stored value).
+    for &(i, v, _) in &changed {
+        copy.values[i as usize].0 = v;
+    }
+    for &(i, _, p) in &rows {
+        copy.values[i as usize].1 = p;
+    }
+    let verdict_bytes: Option<Vec<u8>> = (flipped > 0).then(|| {
+        copy.values
+            .iter()
+            .map(|&(v, _)| assessments::verdict_byte(v))
+            .collect()
+    });
     let measured: Vec<serde_json::Value> = assessments
         .iter()
         .filter(|a| {
@@ -138,16 +157,14 @@ pub async fn store_round(
         tx,
         bisect,
         RoundWrite {
-            changed: &changed,
+            changed: &rows,
+            verdicts: verdict_bytes.as_deref(),
             measured: serde_json::Value::Array(measured),
             candidates_remaining: remaining(assessments, confidence) as i32,
             belief: &belief,
         },
     )
     .await?;
-    for (i, v, p) in changed {
-        copy.values[i as usize] = (v, p);
-    }
     copy.round = round;
     *loaded.assessed.lock().expect("assessed copy") = Some(copy);
     Ok(())

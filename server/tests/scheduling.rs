@@ -377,3 +377,97 @@ async fn list_pages_read_the_summary_the_advance_stored() {
     let (_, one) = call(&f, "GET", &format!("/api/v1/bisects/{bisect}"), None, None).await;
     assert_eq!(one["progress"]["entropy_bits"], json!(3.3), "{one}");
 }
+
+/// The stored verdict bytes of `bisect` and its write round.
+async fn verdict_bytes(f: &Fixture, bisect: i64) -> (Option<Vec<u8>>, i64) {
+    sqlx::query_as("SELECT candidate_verdicts, assessed_round FROM bisects WHERE id = $1")
+        .bind(bisect)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn verdicts_are_stored_one_byte_a_candidate_and_read_back_whole() {
+    let f = with_repo().await;
+    let tokens = [register(&f, "h1").await, register(&f, "h2").await];
+    let a = submit(&f).await;
+    let shas: Vec<String> = sqlx::query_scalar(
+        "SELECT sha FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
+    )
+    .bind(a)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    // The change comes in with the middle candidate.
+    let level = |sha: &str| match shas.iter().position(|s| s == sha) {
+        Some(i) if i >= shas.len() / 2 => 2.0,
+        _ => 1.0,
+    };
+    // Work the bisect until some candidate is judged good and another bad.
+    let mut judged = false;
+    for _ in 0..20 {
+        let (good_or_bad, _) = verdict_bytes(&f, a).await;
+        let bytes = good_or_bad.unwrap_or_default();
+        if bytes.contains(&1) && bytes.contains(&2) {
+            judged = true;
+            break;
+        }
+        let task = claim(&f, &tokens[0]).await;
+        let sha = task["sha"].as_str().unwrap().to_string();
+        finish(&f, &tokens[0], &task, level(&sha)).await;
+        perfbisect_server::scheduler::advance(&f.state, a)
+            .await
+            .unwrap();
+    }
+    assert!(judged, "no candidate judged good and another bad");
+    let (bytes, round) = verdict_bytes(&f, a).await;
+    let bytes = bytes.unwrap();
+    assert_eq!(bytes.len(), shas.len());
+    // The measured commits' verdicts in the API (stored apart, with the measured points)
+    // agree with the bytes.
+    let (_, view) = call(&f, "GET", &format!("/api/v1/bisects/{a}"), None, None).await;
+    let code = |v: &str| match v {
+        "good" => 1,
+        "bad" => 2,
+        "skipped" => 3,
+        _ => 0,
+    };
+    let mut compared = 0;
+    for c in view["commits"].as_array().unwrap() {
+        if let Some(i) = shas.iter().position(|s| c["sha"] == json!(s)) {
+            assert_eq!(bytes[i], code(c["verdict"].as_str().unwrap()), "{c}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "{view}");
+    // The dashboard counts what the bytes say.
+    let good = bytes.iter().filter(|&&b| b == 1).count();
+    let (s, page) = common::request(&f.state, "GET", &format!("/bisects/{a}"), None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        page.contains(&format!("{good} judged good")),
+        "{good}: {page}"
+    );
+    // A replica without the in-memory copy reads it back whole: the same evidence then
+    // writes nothing (a verdict lost on the way would be written again, a new round). The
+    // rows' own verdict column is not what it reads once the bytes exist: blank it.
+    sqlx::query("UPDATE bisect_assessments SET verdict = 'unknown' WHERE bisect_id = $1")
+        .bind(a)
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    f.state.graphs.forget(a);
+    let busy = [claim(&f, &tokens[0]).await, claim(&f, &tokens[1]).await];
+    let round_busy = verdict_bytes(&f, a).await.1;
+    f.state.graphs.forget(a);
+    perfbisect_server::scheduler::advance(&f.state, a)
+        .await
+        .unwrap();
+    assert!(round_busy >= round);
+    assert_eq!(
+        verdict_bytes(&f, a).await,
+        (Some(bytes), round_busy),
+        "{busy:?}"
+    );
+}

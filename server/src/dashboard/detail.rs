@@ -233,9 +233,13 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         Some(t) => Some(perfbisect_report::materials::commit_url(t, sha)),
         None => commit_web_url(&repo_url, sha),
     };
-    // Every candidate's verdict, from the incrementally written table.
-    let assessments = crate::store::assessments::as_json(db, id).await?;
+    // Every candidate's verdict and probability (the verdict bytes and the probability rows).
     let candidates = store::candidates::shas(db, id).await?;
+    let assessed = store::assessments::combine(
+        candidates.len(),
+        store::assessments::load(db, id).await?,
+        store::assessments::verdicts(db, id).await?.as_deref(),
+    );
     let events: Vec<(DateTime<Utc>, String, String)> = store::events::latest(db, id, EVENTS_READ)
         .await?
         .into_iter()
@@ -252,26 +256,15 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
     for (sha, v) in &runs {
         samples.entry(sha.as_str()).or_default().push(*v);
     }
-    // sha → (verdict, culprit probability): the engine's last word on every candidate.
-    let assessed: HashMap<&str, (Verdict, Option<f64>)> = assessments
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| {
-            let sha = a["sha"].as_str()?;
-            let verdict = Verdict::parse(a["verdict"].as_str().unwrap_or(""));
-            Some((sha, (verdict, a["p"].as_f64())))
-        })
-        .collect();
     let culprit_sha = b.culprit.as_ref().map(|c| c.commit.sha.as_str());
 
+    // The engine's last word on every candidate, in the candidates' order.
     let cells: Vec<Cell> = candidates
         .iter()
-        .map(|sha| {
-            let (verdict, p) = assessed
-                .get(sha.as_str())
-                .copied()
-                .unwrap_or((Verdict::Undecided, None));
+        .zip(&assessed)
+        .map(|(sha, &(verdict, p))| {
+            let verdict = Verdict::parse(verdict.as_str());
+            let p = p.map(f64::from);
             Cell {
                 verdict,
                 p,
@@ -359,17 +352,23 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
         })
         .collect();
 
+    // sha → culprit probability, for the candidates that have one.
+    let probabilities: Vec<(&str, f64)> = candidates
+        .iter()
+        .zip(&assessed)
+        .filter_map(|(sha, &(_, p))| p.map(|p| (sha.as_str(), f64::from(p))))
+        .collect();
     let is_final = status_is_final(&b.status);
     // A list of ten commits at 0.3% each says nothing: candidates are listed once they stand
     // out from an even spread, and not at all for a bisect that ended without a search result.
     let listed = !is_final || b.status == "inconclusive";
     let floor = TOP_MIN_P.max(1.5 / b.candidates_total.max(1) as f64);
     let top = if listed {
-        top_candidates(state, id, &assessed, floor).await?
+        top_candidates(state, id, &probabilities, floor).await?
     } else {
         Vec::new()
     };
-    let top_note = (listed && top.is_empty() && !assessed.is_empty()).then(|| {
+    let top_note = (listed && top.is_empty() && !probabilities.is_empty()).then(|| {
         "No candidate stands out yet: the probability is still spread evenly.".to_string()
     });
     let named = super::findings::shas(&b);
@@ -469,12 +468,13 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
 async fn top_candidates(
     state: &AppState,
     id: i64,
-    assessed: &HashMap<&str, (Verdict, Option<f64>)>,
+    probabilities: &[(&str, f64)],
     floor: f64,
 ) -> Result<Vec<CandidateRow>, PageError> {
-    let mut ranked: Vec<(&str, f64)> = assessed
+    let mut ranked: Vec<(&str, f64)> = probabilities
         .iter()
-        .filter_map(|(sha, (_, p))| p.filter(|p| *p >= floor).map(|p| (*sha, p)))
+        .filter(|(_, p)| *p >= floor)
+        .copied()
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
     ranked.truncate(TOP_SHOWN);
