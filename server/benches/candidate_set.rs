@@ -1,7 +1,7 @@
 //! Speed where the server pays (issue 3): on a generated repository of 100,000 commits with
-//! merges, the time to build a bisect's candidate set with git2 (`git::range`) beside
-//! `git rev-list --bisect-all` on the same range, and the time for the engine to choose the
-//! next 8 points after each result.
+//! merges, the time to build a bisect's candidate set (`git::range`: `git rev-list` and
+//! `git cat-file`) beside `git rev-list --bisect-all` on the same range, and the time for the
+//! engine to choose the next 8 points after each result.
 //!
 //! `cargo bench -p perfbisect-server --bench candidate_set [-- COMMITS]`
 
@@ -188,11 +188,11 @@ fn main() {
     assert_eq!(
         git_count,
         range.candidates.len(),
-        "git and git2 disagree on the candidate set"
+        "git::range and git rev-list disagree on the candidate set"
     );
     let (o, g) = (median(ours), median(theirs));
     println!(
-        "candidate set ({} commits): git2 {:.1} ms, git rev-list --bisect-all {:.1} ms, ratio {:.2}",
+        "candidate set ({} commits): git::range {:.1} ms, git rev-list --bisect-all {:.1} ms, ratio {:.2}",
         range.candidates.len(),
         o.as_secs_f64() * 1e3,
         g.as_secs_f64() * 1e3,

@@ -70,7 +70,8 @@ pub async fn fetch_mirror(state: &AppState, repo: i64, url: &str) -> Result<(), 
 
 /// What a submission gets from the repository's mirror.
 pub enum Resolution {
-    Range(Result<Range, RangeError>),
+    /// The range without its candidates' subjects and authors, and where to read them.
+    Range(Result<(Range, git::Details), RangeError>),
     /// The fetch did not end within `SUBMIT_WAIT`; it goes on in the background.
     Waiting,
 }
@@ -95,7 +96,7 @@ pub async fn resolve_for_submit(
                 && git::resolve(&repo, rev)
                     .is_ok_and(|oid| oid.to_string().starts_with(&rev.to_ascii_lowercase()))
         };
-        (holds(&g) && holds(&b)).then(|| git::range(&repo, &g, &b, use_merge_base))
+        (holds(&g) && holds(&b)).then(|| git::range_outline(&repo, &g, &b, use_merge_base))
     })
     .await
     .ok()
@@ -115,7 +116,13 @@ pub async fn resolve_for_submit(
         )))),
         Ok(Ok(Err(e))) => Resolution::Range(Err(e.into())),
         Ok(Ok(Ok(()))) => {
-            Resolution::Range(range_now(state, repo, good, bad, use_merge_base).await)
+            let (good, bad) = (good.to_string(), bad.to_string());
+            Resolution::Range(
+                on_mirror(state, repo, move |r| {
+                    git::range_outline(r, &good, &bad, use_merge_base)
+                })
+                .await,
+            )
         }
     }
 }
@@ -127,18 +134,27 @@ async fn range_now(
     bad: &str,
     use_merge_base: bool,
 ) -> Result<Range, RangeError> {
-    let mirrors = state.mirrors.clone();
     let (good, bad) = (good.to_string(), bad.to_string());
-    tokio::task::spawn_blocking(move || {
-        let repo = mirrors.open(repo)?;
-        git::range(&repo, &good, &bad, use_merge_base)
+    on_mirror(state, repo, move |r| {
+        git::range(r, &good, &bad, use_merge_base)
     })
     .await
-    .unwrap_or_else(|e| {
-        Err(RangeError::Git(GitError::Remote(
-            perfbisect_gitfetch::FetchError::Spawn(std::io::Error::other(e.to_string())),
-        )))
-    })
+}
+
+/// Runs `f` on the repository's mirror off the async threads.
+async fn on_mirror<T: Send + 'static>(
+    state: &AppState,
+    repo: i64,
+    f: impl FnOnce(&git2::Repository) -> Result<T, RangeError> + Send + 'static,
+) -> Result<T, RangeError> {
+    let mirrors = state.mirrors.clone();
+    tokio::task::spawn_blocking(move || f(&mirrors.open(repo)?))
+        .await
+        .unwrap_or_else(|e| {
+            Err(RangeError::Git(GitError::Remote(
+                perfbisect_gitfetch::FetchError::Spawn(std::io::Error::other(e.to_string())),
+            )))
+        })
 }
 
 /// Starts a job on this replica that ends once generation `generation` of `repo` is fetched

@@ -180,7 +180,7 @@ pub async fn submit(
         range_ms = phase.elapsed().as_millis() as u64,
         "submit: range resolved"
     );
-    let range = range.map_err(|e| match &e {
+    let (range, details) = range.map_err(|e| match &e {
         RangeError::UnknownRevision { field, .. } => ApiError::unprocessable(field, e.to_string()),
         RangeError::Unrelated { .. } | RangeError::NotAncestor { .. } => {
             ApiError::unprocessable("good", e.to_string())
@@ -188,6 +188,7 @@ pub async fn submit(
         RangeError::Empty { .. } => ApiError::unprocessable("bad", e.to_string()),
         RangeError::Git(_) => ApiError::unprocessable("repository", e.to_string()),
     })?;
+    let reading = start_reading(details);
 
     // The graph is built while the range is in memory, so the first advance need not
     // read the candidates back.
@@ -216,7 +217,7 @@ pub async fn submit(
     )
     .await?;
     let stored = std::time::Instant::now();
-    crate::store::candidates::insert(&mut tx, id, &range).await?;
+    store_candidates(&mut tx, id, &range, reading).await?;
     let story = crate::fetcher::submitted_story(&range, &req.good, &req.bad);
     crate::store::events::record(&mut *tx, id, "submitted", &story).await?;
     // Committed with the bisect: should the first advance below fail, the scheduler retries.
@@ -241,6 +242,68 @@ pub async fn submit(
         "submit: timings"
     );
     Ok(id)
+}
+
+/// Candidates read from the mirror and sent on, at most, per batch.
+const DETAILS_BATCH: usize = 4096;
+
+/// The candidates' subjects and authors being read from the mirror on a blocking thread,
+/// in index order, batch by batch (at most 32 batches ahead of the COPY).
+struct Reading {
+    batches: tokio::sync::mpsc::Receiver<Vec<(String, String)>>,
+    reader: tokio::task::JoinHandle<Result<(), git::GitError>>,
+}
+
+/// Starts reading what the range still lacks, so that the reading goes on while the
+/// graph is built and the bisect's row written; None when there is nothing to read.
+fn start_reading(details: git::Details) -> Option<Reading> {
+    if let git::Details::Read = details {
+        return None;
+    }
+    let (send, batches) = tokio::sync::mpsc::channel(32);
+    let reader = tokio::task::spawn_blocking(move || {
+        let mut batch = Vec::with_capacity(DETAILS_BATCH);
+        // A send fails once the submission has given up: the reading stops there.
+        let read = details.read(|_, subject, author| {
+            batch.push((subject, author));
+            batch.len() < DETAILS_BATCH
+                || send
+                    .blocking_send(std::mem::replace(
+                        &mut batch,
+                        Vec::with_capacity(DETAILS_BATCH),
+                    ))
+                    .is_ok()
+        });
+        if !batch.is_empty() {
+            let _ = send.blocking_send(batch);
+        }
+        read
+    });
+    Some(Reading { batches, reader })
+}
+
+/// Stores the candidate set in the bisect's transaction: in one COPY that sends the
+/// subjects and authors as they are read, or at once when the range holds them.
+async fn store_candidates(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+    range: &git::Range,
+    reading: Option<Reading>,
+) -> ApiResult<()> {
+    let Some(Reading { batches, reader }) = reading else {
+        return Ok(crate::store::candidates::insert(tx, id, range).await?);
+    };
+    let stored = crate::store::candidates::insert_streamed(tx, id, range, batches).await;
+    let read = reader.await.map_err(|e| ApiError::Internal(e.into()))?;
+    read.map_err(|e| ApiError::unprocessable("repository", e.to_string()))?;
+    let stored = stored?;
+    if stored != range.candidates.len() {
+        return Err(ApiError::Internal(anyhow::anyhow!(
+            "{stored} of {} candidates read from the mirror",
+            range.candidates.len()
+        )));
+    }
+    Ok(())
 }
 
 /// The job spec's row. Outside the bisect's transaction, and without taking the row when it

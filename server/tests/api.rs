@@ -855,3 +855,73 @@ async fn a_bisect_submitted_while_mirroring_waits_and_an_unknown_revision_fails_
         .collect();
     assert_eq!(&kinds[..2], ["fetching", "submitted"], "{events}");
 }
+
+/// The candidates a submission stores (read with the git command while the COPY runs) are
+/// libgit2's topological walk, with libgit2's subjects and authors, merges included.
+#[tokio::test]
+async fn stored_candidates_are_libgit2s_walk_with_its_subjects_and_authors() {
+    let f = with_repo().await;
+    git(&f.repo, &["checkout", "-q", "main"]);
+    git(
+        &f.repo,
+        &[
+            "merge",
+            "-q",
+            "--no-ff",
+            "-m",
+            "merge side\n\nwith  a body",
+            "sidetag",
+        ],
+    );
+    git(&f.repo, &["tag", "m"]);
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "m")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let id = v["id"].as_i64().unwrap();
+    let rows: Vec<(i32, String, Vec<i32>, String, String)> = sqlx::query_as(
+        "SELECT idx, sha, parents, subject, author FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
+    )
+    .bind(id)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    let repo = git2::Repository::open(&f.repo).unwrap();
+    let row = |idx: i32, c: &git2::Commit, parents: Vec<i32>| {
+        let a = c.author();
+        (
+            idx,
+            c.id().to_string(),
+            parents,
+            String::from_utf8_lossy(c.summary_bytes().unwrap_or_default()).into_owned(),
+            format!("{} <{}>", a.name().unwrap(), a.email().unwrap()),
+        )
+    };
+    let good = repo
+        .revparse_single("v1")
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    let mut expected = vec![row(-1, &good, vec![])];
+    let mut walk = repo.revwalk().unwrap();
+    walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)
+        .unwrap();
+    walk.push(repo.revparse_single("m").unwrap().id()).unwrap();
+    walk.hide(good.id()).unwrap();
+    let order: Vec<git2::Oid> = walk.map(Result::unwrap).collect();
+    for (i, oid) in order.iter().enumerate() {
+        let c = repo.find_commit(*oid).unwrap();
+        let parents = c
+            .parent_ids()
+            .filter_map(|p| order.iter().position(|o| *o == p).map(|j| j as i32))
+            .collect();
+        expected.push(row(i as i32, &c, parents));
+    }
+    assert_eq!(rows, expected);
+    assert!(rows.iter().any(|r| r.2.len() == 2), "the range has a merge");
+}

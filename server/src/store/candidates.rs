@@ -45,10 +45,14 @@ fn row(out: &mut String, bisect: i64, r: &Row<'_>) {
     });
 }
 
-/// Stores the good endpoint (idx -1) and every candidate with one COPY: the fastest way
-/// PostgreSQL takes 100,000 rows. (COPY is not a statement the query macros can check.)
-pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> sqlx::Result<()> {
-    let mut copy = tx
+/// Opens the COPY of a candidate set, with the good endpoint's row (idx -1) written.
+/// (COPY is not a statement the query macros can check.)
+async fn open_copy<'c>(
+    tx: &'c mut sqlx::PgConnection,
+    bisect: i64,
+    range: &Range,
+) -> sqlx::Result<(sqlx::postgres::PgCopyIn<&'c mut sqlx::PgConnection>, String)> {
+    let copy = tx
         .copy_in_raw(
             "COPY bisect_commits (bisect_id, idx, sha, parents, subject, author, first_parent_outside)
              FROM STDIN WITH (FORMAT text)",
@@ -64,16 +68,29 @@ pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> 
         first_parent_outside: false,
     };
     row(&mut buf, bisect, &good);
+    Ok((copy, buf))
+}
+
+/// Candidate `i`'s row, with its subject and author.
+fn candidate(buf: &mut String, bisect: i64, range: &Range, i: usize, subject: &str, author: &str) {
+    let c = &range.candidates[i];
+    let r = Row {
+        idx: i as i64,
+        sha: &c.sha,
+        parents: &c.parents,
+        subject,
+        author,
+        first_parent_outside: c.first_parent_outside,
+    };
+    row(buf, bisect, &r);
+}
+
+/// Stores the good endpoint (idx -1) and every candidate with one COPY: the fastest way
+/// PostgreSQL takes 100,000 rows.
+pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> sqlx::Result<()> {
+    let (mut copy, mut buf) = open_copy(tx, bisect, range).await?;
     for (i, c) in range.candidates.iter().enumerate() {
-        let r = Row {
-            idx: i as i64,
-            sha: &c.sha,
-            parents: &c.parents,
-            subject: &c.subject,
-            author: &c.author,
-            first_parent_outside: c.first_parent_outside,
-        };
-        row(&mut buf, bisect, &r);
+        candidate(&mut buf, bisect, range, i, &c.subject, &c.author);
         if buf.len() > 1 << 20 {
             copy.send(buf.as_bytes()).await?;
             buf.clear();
@@ -82,6 +99,33 @@ pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> 
     copy.send(buf.as_bytes()).await?;
     copy.finish().await?;
     Ok(())
+}
+
+/// `insert` while the candidates' subjects and authors are still being read: they arrive
+/// in index order, in batches, from `details`, and each batch is sent on as COPY rows, so
+/// reading the commits and storing them overlap. Returns how many candidates were stored:
+/// fewer than the range holds when `details` ended early (the caller must not commit).
+pub async fn insert_streamed(
+    tx: &mut sqlx::PgConnection,
+    bisect: i64,
+    range: &Range,
+    mut details: tokio::sync::mpsc::Receiver<Vec<(String, String)>>,
+) -> sqlx::Result<usize> {
+    let (mut copy, mut buf) = open_copy(tx, bisect, range).await?;
+    let mut i = 0;
+    while let Some(batch) = details.recv().await {
+        for (subject, author) in batch.iter().take(range.candidates.len() - i) {
+            candidate(&mut buf, bisect, range, i, subject, author);
+            i += 1;
+        }
+        if buf.len() > 1 << 19 {
+            copy.send(buf.as_bytes()).await?;
+            buf.clear();
+        }
+    }
+    copy.send(buf.as_bytes()).await?;
+    copy.finish().await?;
+    Ok(i)
 }
 
 /// One stored commit of a bisect's graph, as the engine's graph is rebuilt from it.
