@@ -412,13 +412,13 @@ impl Details {
             each(i, s, a)
         });
         match batch {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
+            // Every commit read, or `each` asked to stop: nothing more to hand over.
+            Ok(_) => return Ok(()),
             Err(e) => {
                 tracing::warn!(mirror = %mirror.display(), error = %e, "git cat-file failed; reading the commits with libgit2")
             }
         }
-        // What git did not give, libgit2 reads (a stop asked by `each` gets here at its end).
+        // What git did not give, libgit2 reads.
         let repo = Repository::open_bare(&mirror)?;
         for (i, oid) in commits.iter().enumerate().skip(next) {
             let c = repo.find_commit(*oid)?;
@@ -431,7 +431,7 @@ impl Details {
 }
 
 /// Reads `commits` through `git cat-file --batch`, handing each to `each` in order; false
-/// when stopped by `each` or before the end.
+/// when `each` stopped it (git ending early is an error).
 fn read_with_git(
     mirror: &Path,
     commits: &[Oid],
