@@ -319,6 +319,13 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
                     .await?;
                     // A sentence first; the engine's reasoning folded below it (after a newline).
                     let what = match (&pair_sha, phase) {
+                        (Some(p), Phase::Reproducing) => format!(
+                            "Checking that the change reproduces: {} runs of {} interleaved with \
+                             {} on one host.",
+                            req.runs,
+                            &sha[..12],
+                            &p[..12]
+                        ),
                         (Some(p), _) => format!(
                             "Verifying: {} runs of {} interleaved with {} on one host.",
                             req.runs,

@@ -1719,12 +1719,39 @@ fn decide_with(
             v.len() >= 2 && v.iter().all(|&x| x == v[0])
         });
         let end_runs = if exact { min_end as u32 } else { rpr };
-        let mut requests: Vec<Request> = order
-            .iter()
-            .filter(|&&p| pending_at(p) == 0 && !(waiting && n_end(p) >= min_end))
-            .map(|&p| Request::new(p, end_runs))
-            .take(idle)
-            .collect();
+        // Once both endpoints run, and more than one host is in play, they are measured as
+        // interleaved couples on one host each: a host's own level then falls on both
+        // sides alike even when the same hosts keep taking the same commit (a build
+        // cache), and couples on several hosts show how the hosts differ. With hosts 2%
+        // apart at CV 2% and each endpoint always on hosts of its own, 10.5% of
+        // bisect-sim's 4-host bisects ended without a culprit. With one host, blocks of
+        // runs cost the same and tell a warm-up apart better.
+        let several_hosts = idle >= 2 || {
+            let mut seen = ev.taken.values().flatten().map(|t| t.host);
+            let first = seen.next();
+            seen.any(|h| Some(h) != first)
+        };
+        let couples = several_hosts
+            && !exact
+            && endpoints
+                .iter()
+                .all(|&p| n_end(p) >= 1 && pending_at(p) == 0);
+        let mut requests: Vec<Request> = if couples {
+            (0..idle.min(2))
+                .map(|_| Request {
+                    point: bad_point,
+                    runs: end_runs.div_ceil(2),
+                    pair_with: Some(Point::Good),
+                })
+                .collect()
+        } else {
+            order
+                .iter()
+                .filter(|&&p| pending_at(p) == 0 && !(waiting && n_end(p) >= min_end))
+                .map(|&p| Request::new(p, end_runs))
+                .take(idle)
+                .collect()
+        };
         let (k, pk) = (0..n)
             .map(|c| (c, b.p[c]))
             .max_by(|x, y| x.1.total_cmp(&y.1))

@@ -10,6 +10,8 @@
 //! compared. A warm-up (each host's first runs off by a·exp(−r/τ), r the host's run count)
 //! competes with the trends the same way.
 
+use std::collections::HashMap;
+
 use crate::{Evidence, Point};
 
 /// Highest degree of the time trend considered.
@@ -24,6 +26,11 @@ const WARMUP_PRIOR: f64 = 0.1;
 const WARMUP_RUNS: [f64; 3] = [4.0, 10.0, 25.0];
 /// Prior probability that the host's level moves with time during a bisect.
 const DRIFT_PRIOR: f64 = 0.1;
+/// Prior probability that the hosts a bisect runs on differ in level: machines of one
+/// group rarely run a benchmark exactly alike.
+const HOST_PRIOR: f64 = 0.5;
+/// Most hosts whose levels are fitted (the reference included).
+const MAX_HOSTS: usize = 24;
 
 /// `zs` (relative samples by point, finite ones only, in `ev.samples` order) with the drift
 /// removed, or `zs` unchanged when timing is unknown or there is no clear drift.
@@ -112,90 +119,169 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
                 .collect()
         })
         .collect();
+    // Host levels: machines of one group are not identical, so each host may run every
+    // commit a little faster or slower. Seen through the points measured on more than one
+    // host; one column per host but the first (the reference), and only the hosts whose
+    // column is not already spanned by those kept (a host that only ever ran the same
+    // points as another cannot be told from it).
+    // The reference is the host with the most samples; past MAX_HOSTS the hosts with fewest
+    // samples are left as they are (their few runs cannot pin a level anyway).
+    let mut counts: HashMap<i64, usize> = HashMap::new();
+    for &h in hosts.iter().flatten() {
+        *counts.entry(h).or_default() += 1;
+    }
+    let mut host_ids: Vec<(usize, i64)> = counts.into_iter().map(|(h, c)| (c, h)).collect();
+    host_ids.sort_unstable_by(|a, b| b.cmp(a));
+    let mut host_cols: Vec<(i64, Vec<f64>)> = Vec::new();
+    let mut basis: Vec<Vec<f64>> = Vec::new();
+    for &(_, h) in host_ids.iter().skip(1) {
+        if host_cols.len() + 1 >= MAX_HOSTS {
+            break;
+        }
+        let col: Vec<f64> = hosts
+            .iter()
+            .flat_map(|hs| {
+                demean(
+                    &hs.iter()
+                        .map(|&x| f64::from(u8::from(x == h)))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        if let Some(unit) = orthogonal_part(&basis, &col) {
+            basis.push(unit);
+            host_cols.push((h, col));
+        }
+    }
     let ss = |r: &[f64]| r.iter().map(|x| x * x).sum::<f64>();
     let nf = free as f64;
     let ss0 = ss(&y);
     if ss0 <= 0.0 {
         return zs;
     }
-    // Log posterior odds of each trend against none: Zellner's g-prior Bayes factor with
+    // Log posterior odds of each model against none: Zellner's g-prior Bayes factor with
     // unit information (g = n), exact for Gaussian noise (Liang et al., 2008), times the
-    // prior odds of a drifting host.
+    // prior odds of a drifting host, a warming host and hosts that differ.
     let g = nf;
-    let prior_odds = (DRIFT_PRIOR / (1.0 - DRIFT_PRIOR)).ln();
-    let mut best = (0.0, 0usize, Vec::new());
-    for degree in 1..=MAX_DEGREE {
-        let Some(beta) = least_squares(&cols[..degree], &y) else {
-            continue;
-        };
-        let resid: Vec<f64> = (0..y.len())
-            .map(|i| y[i] - (0..degree).map(|k| beta[k] * cols[k][i]).sum::<f64>())
-            .collect();
-        let r2 = (1.0 - ss(&resid) / ss0).clamp(0.0, 1.0);
-        let k = degree as f64;
-        let log_bf = (nf - k) / 2.0 * (1.0 + g).ln() - nf / 2.0 * (1.0 + g * (1.0 - r2)).ln();
-        let log_odds = log_bf + prior_odds;
-        if log_odds > best.0 {
-            // The posterior mean of the coefficients shrinks the fit by g / (1 + g).
-            let shrunk = beta.iter().map(|b| b * g / (1.0 + g)).collect();
-            best = (log_odds, degree, shrunk);
-        }
-    }
+    let drift_odds = (DRIFT_PRIOR / (1.0 - DRIFT_PRIOR)).ln();
     let warm_odds = (WARMUP_PRIOR / WARMUP_RUNS.len() as f64 / (1.0 - WARMUP_PRIOR)).ln();
-    let mut warm_best: Option<(f64, f64)> = None;
-    for (&tau, col) in WARMUP_RUNS.iter().zip(&warm_cols) {
-        let Some(beta) = least_squares(std::slice::from_ref(col), &y) else {
+    let host_odds = (HOST_PRIOR / (1.0 - HOST_PRIOR)).ln();
+    let mut time_models: Vec<(Time, f64)> = vec![(Time::None, 0.0)];
+    time_models.extend((1..=MAX_DEGREE).map(|d| (Time::Trend(d), drift_odds)));
+    time_models.extend((0..WARMUP_RUNS.len()).map(|i| (Time::Warm(i), warm_odds)));
+    let mut best: Option<(f64, Time, bool, Vec<f64>)> = None;
+    for with_hosts in [false, true] {
+        if with_hosts && host_cols.is_empty() {
             continue;
-        };
-        let resid: Vec<f64> = (0..y.len()).map(|i| y[i] - beta[0] * col[i]).collect();
-        let r2 = (1.0 - ss(&resid) / ss0).clamp(0.0, 1.0);
-        let log_bf = (nf - 1.0) / 2.0 * (1.0 + g).ln() - nf / 2.0 * (1.0 + g * (1.0 - r2)).ln();
-        let log_odds = log_bf + warm_odds;
-        if log_odds > best.0 {
-            best = (log_odds, 0, Vec::new());
-            warm_best = Some((tau, beta[0] * g / (1.0 + g)));
+        }
+        for &(time, odds) in &time_models {
+            let mut design: Vec<&[f64]> = Vec::new();
+            match time {
+                Time::None => {}
+                Time::Trend(d) => design.extend(cols[..d].iter().map(Vec::as_slice)),
+                Time::Warm(i) => design.push(&warm_cols[i]),
+            }
+            if with_hosts {
+                design.extend(host_cols.iter().map(|c| c.1.as_slice()));
+            }
+            if design.is_empty() {
+                continue;
+            }
+            let Some(beta) = least_squares(&design, &y) else {
+                continue;
+            };
+            let resid: Vec<f64> = (0..y.len())
+                .map(|i| y[i] - design.iter().zip(&beta).map(|(c, b)| b * c[i]).sum::<f64>())
+                .collect();
+            let r2 = (1.0 - ss(&resid) / ss0).clamp(0.0, 1.0);
+            let k = design.len() as f64;
+            if nf <= k {
+                continue;
+            }
+            let log_bf = (nf - k) / 2.0 * (1.0 + g).ln() - nf / 2.0 * (1.0 + g * (1.0 - r2)).ln();
+            let log_odds = log_bf + odds + if with_hosts { host_odds } else { 0.0 };
+            if log_odds > best.as_ref().map_or(0.0, |b| b.0) {
+                // The posterior mean of the coefficients shrinks the fit by g / (1 + g).
+                let shrunk = beta.iter().map(|b| b * g / (1.0 + g)).collect();
+                best = Some((log_odds, time, with_hosts, shrunk));
+            }
         }
     }
-    if let Some((tau, a)) = warm_best {
-        return zs
-            .into_iter()
-            .zip(&rank)
-            .map(|(z, r)| {
-                z.iter()
-                    .zip(r)
-                    .map(|(&x, &r)| x - a * warm(tau, r))
-                    .collect()
-            })
-            .collect();
-    }
-    let (_, degree, beta) = best;
-    if degree == 0 {
+    let Some((_, time, with_hosts, beta)) = best else {
         return zs;
-    }
+    };
+    let time_terms = match time {
+        Time::None => 0,
+        Time::Trend(d) => d,
+        Time::Warm(_) => 1,
+    };
+    let host_level: HashMap<i64, f64> = if with_hosts {
+        host_cols
+            .iter()
+            .zip(&beta[time_terms..])
+            .map(|(c, &b)| (c.0, b))
+            .collect()
+    } else {
+        HashMap::new()
+    };
     zs.into_iter()
-        .zip(&times)
-        .map(|(z, t)| {
+        .enumerate()
+        .map(|(i, z)| {
             z.iter()
-                .zip(t)
-                .map(|(&x, &t)| {
-                    x - (0..degree)
-                        .map(|k| beta[k] * u(t).powi(k as i32 + 1))
-                        .sum::<f64>()
+                .enumerate()
+                .map(|(j, &x)| {
+                    let t = times[i][j];
+                    let in_time = match time {
+                        Time::None => 0.0,
+                        Time::Trend(d) => (0..d).map(|k| beta[k] * u(t).powi(k as i32 + 1)).sum(),
+                        Time::Warm(w) => beta[0] * warm(WARMUP_RUNS[w], rank[i][j]),
+                    };
+                    x - in_time - host_level.get(&hosts[i][j]).copied().unwrap_or(0.0)
                 })
                 .collect()
         })
         .collect()
 }
 
+/// What a model says of time: nothing, a trend of some degree, or a warm-up (its τ's index).
+#[derive(Debug, Clone, Copy)]
+enum Time {
+    None,
+    Trend(usize),
+    Warm(usize),
+}
+
+/// `col`'s part outside the span of the orthonormal `basis`, normalised, or None when that
+/// part is negligible (a column in the span would make the normal equations singular).
+fn orthogonal_part(basis: &[Vec<f64>], col: &[f64]) -> Option<Vec<f64>> {
+    let norm = col.iter().map(|x| x * x).sum::<f64>();
+    if norm <= 1e-12 {
+        return None;
+    }
+    let mut r = col.to_vec();
+    for e in basis {
+        let dot: f64 = r.iter().zip(e).map(|(x, y)| x * y).sum();
+        for (x, y) in r.iter_mut().zip(e) {
+            *x -= dot * y;
+        }
+    }
+    let left = r.iter().map(|x| x * x).sum::<f64>();
+    if left <= 1e-6 * norm {
+        return None;
+    }
+    let l = left.sqrt();
+    Some(r.into_iter().map(|x| x / l).collect())
+}
+
 /// The least-squares coefficients of `y` on `cols` (normal equations, Gauss–Jordan), or None
 /// when the columns are (nearly) collinear.
-fn least_squares(cols: &[Vec<f64>], y: &[f64]) -> Option<Vec<f64>> {
+fn least_squares(cols: &[&[f64]], y: &[f64]) -> Option<Vec<f64>> {
     let m = cols.len();
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
     let mut a: Vec<Vec<f64>> = (0..m)
         .map(|i| {
-            let mut row: Vec<f64> = (0..m).map(|j| dot(&cols[i], &cols[j])).collect();
-            row.push(dot(&cols[i], y));
+            let mut row: Vec<f64> = (0..m).map(|j| dot(cols[i], cols[j])).collect();
+            row.push(dot(cols[i], y));
             row
         })
         .collect();
@@ -265,6 +351,59 @@ mod tests {
         assert!(spread < 1.5, "good after detrending: {:?}", out[0]);
         let step = mean(&out[1]) - mean(&out[0]);
         assert!((step - 3.0).abs() < 0.2, "step {step}");
+    }
+
+    #[test]
+    fn a_host_level_seen_by_points_run_on_two_hosts_is_taken_out_of_a_point_run_on_one() {
+        // Host 1 runs everything 2 above host 0. The good commit ran on both hosts; the
+        // candidate, 3 above the good commit, ran on host 1 only, so it reads 5 above.
+        let jitter = |i: i32| [0.05, -0.05, 0.0][(i % 3) as usize];
+        let mut ev = Evidence::default();
+        let good: Vec<(f64, i64, f64)> = (0..40)
+            .map(|i| {
+                (
+                    f64::from(i),
+                    i64::from(i % 2),
+                    2.0 * f64::from(i % 2) + jitter(i),
+                )
+            })
+            .collect();
+        let bad: Vec<(f64, i64, f64)> = (40..50)
+            .map(|i| (f64::from(i), 1, 5.0 + jitter(i)))
+            .collect();
+        for (p, v) in [(Point::Good, &good), (Point::Candidate(0), &bad)] {
+            ev.samples.insert(p, v.iter().map(|x| x.2).collect());
+            ev.taken
+                .insert(p, v.iter().map(|x| Taken { at: x.0, host: x.1 }).collect());
+        }
+        let points = [Point::Good, Point::Candidate(0)];
+        let zs = vec![
+            good.iter().map(|x| x.2).collect(),
+            bad.iter().map(|x| x.2).collect(),
+        ];
+        let out = detrend(&ev, &points, zs);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let step = mean(&out[1]) - mean(&out[0]);
+        // Without the host's level: 5 − 1 = 4. What is left is the g-prior's shrinkage.
+        assert!((step - 3.0).abs() < 0.1, "step {step}: {out:?}");
+    }
+
+    #[test]
+    fn hosts_that_run_alike_change_nothing() {
+        // Pseudo-random, so that no host's runs lean one way by construction.
+        let jitter = |i: i32| f64::from((i * 7919 + 13) % 101) / 1000.0 - 0.05;
+        let mut ev = Evidence::default();
+        let good: Vec<(f64, i64, f64)> = (0..40)
+            .map(|i| (f64::from(i), i64::from(i % 3), jitter(i)))
+            .collect();
+        ev.samples
+            .insert(Point::Good, good.iter().map(|x| x.2).collect());
+        ev.taken.insert(
+            Point::Good,
+            good.iter().map(|x| Taken { at: x.0, host: x.1 }).collect(),
+        );
+        let zs = vec![good.iter().map(|x| x.2).collect::<Vec<f64>>()];
+        assert_eq!(detrend(&ev, &[Point::Good], zs.clone()), zs);
     }
 
     #[test]

@@ -127,6 +127,9 @@ pub struct Lab {
     pub noise_after: f64,
     /// What a build costs, in runs.
     pub build_cost: f64,
+    /// Standard deviation of each host's own level (relative): hosts of one group are not
+    /// identical machines, so the same commit runs a little faster on some.
+    pub host_sd: f64,
 }
 
 impl Default for Lab {
@@ -138,6 +141,7 @@ impl Default for Lab {
             warmup_runs: 20.0,
             noise_after: 1.0,
             build_cost: 1.0,
+            host_sd: 0.0,
         }
     }
 }
@@ -261,6 +265,14 @@ pub fn run_trial_budgeted(
         settings.max_runs = b.runs;
     }
     let mut rng = StdRng::seed_from_u64(seed);
+    // Drawn apart from the trial's stream, so cells without host offsets keep their trials.
+    let mut host_rng = StdRng::seed_from_u64(seed ^ 0x5eed_0ff5e7);
+    let host_level: Vec<f64> = (0..settings.idle_hosts.max(1))
+        .map(|_| {
+            let z: f64 = StandardNormal.sample(&mut host_rng);
+            world.lab.host_sd * z
+        })
+        .collect();
     let (factor, has_change) = world.levels();
     let level = |p: Point| -> f64 {
         match p {
@@ -369,6 +381,12 @@ pub fn run_trial_budgeted(
                     };
                     phase_runs[bucket] += r.runs * if r.pair_with.is_some() { 2 } else { 1 };
                 }
+                // Which host takes which request: the request's place in the round, or, where
+                // hosts differ, whichever host is free (a shuffle), as a lab's queue does.
+                let mut hosts: Vec<usize> = (0..host_level.len()).collect();
+                if world.lab.host_sd > 0.0 {
+                    rand::seq::SliceRandom::shuffle(hosts.as_mut_slice(), &mut host_rng);
+                }
                 for (
                     slot,
                     Request {
@@ -409,12 +427,13 @@ pub fn run_trial_budgeted(
                                     * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp();
                             let y = level(p)
                                 * (1.0 + host)
+                                * (1.0 + host_level[hosts[slot % hosts.len()]])
                                 * (1.0 + noise_at(p) * world.noise.draw(&mut rng, clock));
                             ev.samples.entry(p).or_default().push(y);
                             ev.taken.entry(p).or_default().push(crate::Taken {
                                 at: clock as f64,
                                 // Each request of a round runs on a host of its own.
-                                host: slot as i64,
+                                host: hosts[slot % hosts.len()] as i64,
                             });
                             couple.push(y);
                         }

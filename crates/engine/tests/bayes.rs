@@ -671,3 +671,36 @@ fn a_culprit_whose_check_reads_a_little_off_for_long_is_found_not_run_out() {
     );
     assert!(t.runs < 2000, "{t:?}");
 }
+
+#[test]
+fn hosts_that_differ_in_level_do_not_hide_the_culprit_or_waste_runs() {
+    // Four hosts whose own levels are 2.5% apart (more than the 2% noise), each request
+    // taken by whichever host is free: a host's level is read from the commits measured on
+    // more than one host, and taken out before the hypotheses are compared.
+    let (mut exact, mut runs) = (0, 0);
+    let trials = 12;
+    for seed in 0..trials {
+        let mut w = world(
+            seed,
+            300,
+            Some(40 + 19 * seed as usize),
+            Noise::Gaussian { cv: 0.02 },
+        );
+        w.lab.host_sd = 0.025;
+        let settings = Settings {
+            idle_hosts: 4,
+            max_runs: 2000,
+            ..Settings::default()
+        };
+        let t = run_trial(&w, &settings, seed);
+        assert!(
+            !matches!(t.outcome, Outcome::Found { culprit, .. } if Some(culprit) != w.culprit),
+            "seed {seed}: a wrong culprit: {t:?}"
+        );
+        exact += usize::from(t.correct(&w));
+        runs += t.runs;
+    }
+    assert!(exact >= 11, "{exact} of {trials}");
+    let mean = f64::from(runs) / trials as f64;
+    assert!(mean < 200.0, "mean runs {mean}");
+}

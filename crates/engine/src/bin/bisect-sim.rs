@@ -14,8 +14,10 @@
 //! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr,
 //! second (size of a second change at another random commit), drift (relative per run),
 //! warmup (relative slowdown of the first runs, decaying over 20 runs), noiseafter (noise
-//! multiplier at commits that carry the change), build (a build's cost in runs), budget (product: the
-//! product's budget, set from the engine's predictions under max).
+//! multiplier at commits that carry the change), build (a build's cost in runs), hostsd (each
+//! host's own level, relative standard deviation; requests then go to the hosts in a random
+//! order each round), budget (product: the product's budget, set from the engine's
+//! predictions under max).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
@@ -56,6 +58,7 @@ struct Cell {
     warmup: f64,
     noise_after: f64,
     build: f64,
+    host_sd: f64,
     /// The product's budget: set from the engine's predictions under `max_runs`.
     product_budget: bool,
 }
@@ -83,6 +86,7 @@ impl Default for Cell {
             warmup: 0.0,
             noise_after: 1.0,
             build: 1.0,
+            host_sd: 0.0,
             product_budget: false,
         }
     }
@@ -117,6 +121,7 @@ impl Cell {
                 "warmup" => c.warmup = num()?,
                 "noiseafter" => c.noise_after = num()?,
                 "build" => c.build = num()?,
+                "hostsd" => c.host_sd = num()?,
                 "budget" if v == "product" => c.product_budget = true,
                 "budget" => c.product_budget = false,
                 _ => return Err(format!("unknown key {k:?}")),
@@ -159,6 +164,9 @@ impl Cell {
         }
         if self.noise_after != 1.0 {
             s += &format!(" noiseafter={}x", self.noise_after);
+        }
+        if self.host_sd != 0.0 {
+            s += &format!(" hostsd={}%", 100.0 * self.host_sd);
         }
         if self.build != 1.0 {
             s += &format!(" build={}", self.build);
@@ -222,6 +230,7 @@ impl Cell {
                 warmup: self.warmup,
                 noise_after: self.noise_after,
                 build_cost: self.build,
+                host_sd: self.host_sd,
                 ..Lab::default()
             },
         }
@@ -332,6 +341,11 @@ fn situation_cells() -> Vec<String> {
         "noiseafter=2",
         "noise=skewed",
         "noise=outliers",
+        // Hosts of one group that differ in level (1% and 2% of it, at CV 2%), each request
+        // taken by whichever host is free.
+        "w=4 hostsd=0.01",
+        "w=4 hostsd=0.02",
+        "w=8 hostsd=0.02",
         "n=200 cv=0 build=30",
         "",
         "cv=0.01",
