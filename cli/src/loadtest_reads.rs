@@ -48,6 +48,11 @@ async fn copy_bisects(db: &sqlx::PgPool, from: &[i64], count: usize) -> anyhow::
          SELECT (jsonb_populate_record(k, jsonb_build_object('bisect_id', c.dst))).*
          FROM copy_bisects c JOIN bisects b ON b.id = c.src
          JOIN bisect_commits k ON k.bisect_id = c.src AND (k.idx < 0 OR k.sha = b.culprit_sha)",
+        "INSERT INTO bisect_commit_details
+         SELECT (jsonb_populate_record(d, jsonb_build_object('bisect_id', c.dst))).*
+         FROM copy_bisects c JOIN bisects b ON b.id = c.src
+         JOIN bisect_commits k ON k.bisect_id = c.src AND (k.idx < 0 OR k.sha = b.culprit_sha)
+         JOIN bisect_commit_details d ON d.bisect_id = k.bisect_id AND d.idx = k.idx",
         "INSERT INTO tasks
          SELECT (jsonb_populate_record(t, jsonb_build_object('id', c.dst, 'bisect_id', c.bisect))).*
          FROM copy_tasks c JOIN tasks t ON t.id = c.src",

@@ -104,6 +104,19 @@ pub async fn resolve_for_submit(
     if let Some(range) = held {
         return Resolution::Range(range);
     }
+    // Names need the fetch to say which commits they are. Meanwhile the range is walked as
+    // the mirror names it now, on the other core; the walk is kept if the fetch leaves both
+    // names on the same commits (the range of two commits never changes).
+    let early = {
+        let mirrors = state.mirrors.clone();
+        let (g, b) = (good.to_string(), bad.to_string());
+        tokio::task::spawn_blocking(move || {
+            let r = mirrors.open(repo).ok()?;
+            let (good, bad) = git::resolve_range(&r, &g, &b).ok()?;
+            let outline = git::range_outline_of(&r, &g, &b, good, bad, use_merge_base).ok()?;
+            Some(((good, bad), outline))
+        })
+    };
     let fetch = {
         let state = state.clone();
         let url = url.to_string();
@@ -116,10 +129,18 @@ pub async fn resolve_for_submit(
         )))),
         Ok(Ok(Err(e))) => Resolution::Range(Err(e.into())),
         Ok(Ok(Ok(()))) => {
+            let early = early.await.ok().flatten();
             let (good, bad) = (good.to_string(), bad.to_string());
             Resolution::Range(
                 on_mirror(state, repo, move |r| {
-                    git::range_outline(r, &good, &bad, use_merge_base)
+                    let ends = git::resolve_range(r, &good, &bad)?;
+                    match early {
+                        Some((walked, outline)) if walked == ends => {
+                            tracing::debug!("submit: the walk made during the fetch stands");
+                            Ok(outline)
+                        }
+                        _ => git::range_outline_of(r, &good, &bad, ends.0, ends.1, use_merge_base),
+                    }
                 })
                 .await,
             )
@@ -253,6 +274,7 @@ async fn resolve_waiting(
             )
             .await?;
             crate::store::candidates::insert(&mut tx, w.id, range).await?;
+            crate::store::details::insert(&mut tx, w.id, range).await?;
             let story = submitted_story(range, &w.good_rev, &w.bad_rev);
             crate::store::events::record(&mut *tx, w.id, "submitted", &story).await?;
             crate::store::wakeups::wake(&mut *tx, w.id, crate::store::wakeups::Reason::Submitted)

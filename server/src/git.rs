@@ -201,14 +201,24 @@ pub fn range(
 }
 
 /// `range` without the candidates' subjects and authors, and where to read them: a
-/// caller can store the candidates while they are read (`Details::read`).
+/// caller can store the candidates first and read them later (`Details::read`).
 pub fn range_outline(
     repo: &Repository,
     good_rev: &str,
     bad_rev: &str,
     use_merge_base: bool,
 ) -> Result<(Range, Details), RangeError> {
-    let mut good = resolve(repo, good_rev).map_err(|_| RangeError::UnknownRevision {
+    let (good, bad) = resolve_range(repo, good_rev, bad_rev)?;
+    range_outline_of(repo, good_rev, bad_rev, good, bad, use_merge_base)
+}
+
+/// The commits good and bad name, each refusal naming its field.
+pub fn resolve_range(
+    repo: &Repository,
+    good_rev: &str,
+    bad_rev: &str,
+) -> Result<(Oid, Oid), RangeError> {
+    let good = resolve(repo, good_rev).map_err(|_| RangeError::UnknownRevision {
         field: "good",
         rev: good_rev.into(),
     })?;
@@ -216,6 +226,20 @@ pub fn range_outline(
         field: "bad",
         rev: bad_rev.into(),
     })?;
+    Ok((good, bad))
+}
+
+/// `range_outline` of the commits `good_rev` and `bad_rev` resolved to (`resolve_range`):
+/// the same for the same two commits, whatever the names mean by then.
+pub fn range_outline_of(
+    repo: &Repository,
+    good_rev: &str,
+    bad_rev: &str,
+    good: Oid,
+    bad: Oid,
+    use_merge_base: bool,
+) -> Result<(Range, Details), RangeError> {
+    let mut good = good;
     let mut note = None;
     // One walk answers the usual case: `bad ^good` is empty exactly when bad is good or one
     // of its ancestors, and good is an ancestor of bad exactly when some commit of the walk

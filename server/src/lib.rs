@@ -13,6 +13,7 @@ pub mod change;
 pub mod config;
 pub mod dashboard;
 pub mod db;
+pub mod details;
 pub mod dispatch;
 pub mod error;
 pub mod fetcher;
@@ -125,6 +126,7 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
     ));
     tokio::spawn(watch::run(state.clone()));
     tokio::spawn(fetcher::run(state.clone()));
+    tokio::spawn(details::run(state.clone()));
     notify::sender::spawn(&state)?;
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(tls::server_config(cert, key)?),

@@ -188,10 +188,9 @@ pub async fn submit(
         RangeError::Empty { .. } => ApiError::unprocessable("bad", e.to_string()),
         RangeError::Git(_) => ApiError::unprocessable("repository", e.to_string()),
     })?;
-    let reading = start_reading(details);
 
-    // The graph is built while the range is in memory, so the first advance need not
-    // read the candidates back.
+    // The graph is built while the range is in memory (on another core, while the
+    // candidates are stored), so the first advance need not read the candidates back.
     let graph = {
         let good = range.good.clone();
         let candidates: Vec<(String, Vec<usize>, bool)> = range
@@ -199,10 +198,21 @@ pub async fn submit(
             .iter()
             .map(|c| (c.sha.clone(), c.parents.clone(), c.first_parent_outside))
             .collect();
-        tokio::task::spawn_blocking(move || crate::graphs::LoadedGraph::build(good, candidates))
-            .await
-            .map_err(|e| ApiError::Internal(e.into()))?
-            .map_err(ApiError::Internal)?
+        tokio::task::spawn_blocking(move || {
+            let built = std::time::Instant::now();
+            crate::graphs::LoadedGraph::build(good, candidates)
+                .map(|g| (g, built.elapsed().as_millis() as u64))
+        })
+    };
+    // The subjects and authors are read once the submit has answered (`details`), unless
+    // the walk read them already.
+    let fill = match details {
+        git::Details::Read => None,
+        git::Details::Pending { commits, .. } => {
+            let good =
+                git2::Oid::from_str(&range.good).map_err(|e| ApiError::Internal(e.into()))?;
+            Some(std::iter::once(good).chain(commits).collect::<Vec<_>>())
+        }
     };
     let job_id = ensure_job(state, req, &spec).await?;
     let mut tx = state.db.begin().await?;
@@ -212,19 +222,36 @@ pub async fn submit(
         repo_id,
         job_id,
         submitted_by,
-        Ok(&range),
+        Ok((&range, fill.is_some())),
         crate::budget::initial(req.max_runs, state.max_runs_ceiling),
     )
     .await?;
     let stored = std::time::Instant::now();
-    store_candidates(&mut tx, id, &range, reading).await?;
+    crate::store::candidates::insert(&mut tx, id, &range).await?;
+    if fill.is_none() {
+        crate::store::details::insert(&mut tx, id, &range).await?;
+    }
     let story = crate::fetcher::submitted_story(&range, &req.good, &req.bad);
     crate::store::events::record(&mut *tx, id, "submitted", &story).await?;
     // Committed with the bisect: should the first advance below fail, the scheduler retries.
     crate::store::wakeups::wake(&mut *tx, id, crate::store::wakeups::Reason::Submitted).await?;
     crate::store::wakeups::wake_group_queued(&mut *tx, &spec.tbox_group, id).await?;
     tx.commit().await?;
-    state.graphs.insert(id, std::sync::Arc::new(graph));
+    // Without it (it cannot fail for a walked range), the advance reads the graph back.
+    let graph_ms = match graph.await {
+        Ok(Ok((graph, ms))) => {
+            state.graphs.insert(id, std::sync::Arc::new(graph));
+            ms
+        }
+        Ok(Err(e)) => {
+            tracing::error!(bisect = id, error = ?e, "candidate graph");
+            0
+        }
+        Err(e) => {
+            tracing::error!(bisect = id, error = ?e, "candidate graph");
+            0
+        }
+    };
     tracing::info!(
         bisect = id,
         candidates = range.candidates.len(),
@@ -237,73 +264,15 @@ pub async fn submit(
     tracing::info!(
         bisect = id,
         total_ms = phase.elapsed().as_millis() as u64,
+        graph_ms,
         store_ms = (advanced - stored).as_millis() as u64,
         first_advance_ms = advanced.elapsed().as_millis() as u64,
         "submit: timings"
     );
+    if let Some(commits) = fill {
+        crate::details::spawn(state, id, commits);
+    }
     Ok(id)
-}
-
-/// Candidates read from the mirror and sent on, at most, per batch.
-const DETAILS_BATCH: usize = 4096;
-
-/// The candidates' subjects and authors being read from the mirror on a blocking thread,
-/// in index order, batch by batch (at most 32 batches ahead of the COPY).
-struct Reading {
-    batches: tokio::sync::mpsc::Receiver<Vec<(String, String)>>,
-    reader: tokio::task::JoinHandle<Result<(), git::GitError>>,
-}
-
-/// Starts reading what the range still lacks, so that the reading goes on while the
-/// graph is built and the bisect's row written; None when there is nothing to read.
-fn start_reading(details: git::Details) -> Option<Reading> {
-    if let git::Details::Read = details {
-        return None;
-    }
-    let (send, batches) = tokio::sync::mpsc::channel(32);
-    let reader = tokio::task::spawn_blocking(move || {
-        let mut batch = Vec::with_capacity(DETAILS_BATCH);
-        // A send fails once the submission has given up: the reading stops there.
-        let read = details.read(|_, subject, author| {
-            batch.push((subject, author));
-            batch.len() < DETAILS_BATCH
-                || send
-                    .blocking_send(std::mem::replace(
-                        &mut batch,
-                        Vec::with_capacity(DETAILS_BATCH),
-                    ))
-                    .is_ok()
-        });
-        if !batch.is_empty() {
-            let _ = send.blocking_send(batch);
-        }
-        read
-    });
-    Some(Reading { batches, reader })
-}
-
-/// Stores the candidate set in the bisect's transaction: in one COPY that sends the
-/// subjects and authors as they are read, or at once when the range holds them.
-async fn store_candidates(
-    tx: &mut sqlx::PgConnection,
-    id: i64,
-    range: &git::Range,
-    reading: Option<Reading>,
-) -> ApiResult<()> {
-    let Some(Reading { batches, reader }) = reading else {
-        return Ok(crate::store::candidates::insert(tx, id, range).await?);
-    };
-    let stored = crate::store::candidates::insert_streamed(tx, id, range, batches).await;
-    let read = reader.await.map_err(|e| ApiError::Internal(e.into()))?;
-    read.map_err(|e| ApiError::unprocessable("repository", e.to_string()))?;
-    let stored = stored?;
-    if stored != range.candidates.len() {
-        return Err(ApiError::Internal(anyhow::anyhow!(
-            "{stored} of {} candidates read from the mirror",
-            range.candidates.len()
-        )));
-    }
-    Ok(())
 }
 
 /// The job spec's row. Outside the bisect's transaction, and without taking the row when it
@@ -320,26 +289,35 @@ async fn ensure_job(state: &AppState, req: &SubmitBisect, spec: &JobSpec) -> Api
     .await?)
 }
 
-/// The bisect's row: with its resolved range (`queued`), or waiting for the fetch of a
-/// generation (`fetching`, its shas empty until resolved).
+/// The bisect's row: with its resolved range (`queued`; and whether its details are still
+/// to be read), or waiting for the fetch of a generation (`fetching`, its shas empty until
+/// resolved).
 async fn insert_bisect(
     tx: &mut sqlx::PgConnection,
     req: &SubmitBisect,
     repo_id: i64,
     job_id: i64,
     submitted_by: Option<i64>,
-    range: Result<&git::Range, i64>,
+    range: Result<(&git::Range, bool), i64>,
     max_runs: u32,
 ) -> sqlx::Result<i64> {
-    let (good, bad, candidates, generation, status) = match range {
-        Ok(r) => (
+    let (good, bad, candidates, generation, status, details_missing) = match range {
+        Ok((r, missing)) => (
             r.good.as_str(),
             r.bad.as_str(),
             Some(r.candidates.len() as i32),
             None,
             BisectStatus::Queued,
+            missing,
         ),
-        Err(generation) => ("", "", None, Some(generation), BisectStatus::Fetching),
+        Err(generation) => (
+            "",
+            "",
+            None,
+            Some(generation),
+            BisectStatus::Fetching,
+            false,
+        ),
     };
     crate::store::bisects::insert(
         tx,
@@ -362,6 +340,7 @@ async fn insert_bisect(
             use_merge_base: req.use_merge_base,
             fetch_generation: generation,
             status,
+            details_missing,
         },
     )
     .await

@@ -28,6 +28,7 @@ async fn refused(f: &Fixture, body: Value, status: StatusCode, field: &str) -> S
     let before = (
         count(f, "bisects").await,
         count(f, "bisect_commits").await,
+        count(f, "bisect_commit_details").await,
         count(f, "tasks").await,
     );
     let (s, v) = call(f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await;
@@ -36,6 +37,7 @@ async fn refused(f: &Fixture, body: Value, status: StatusCode, field: &str) -> S
     let after = (
         count(f, "bisects").await,
         count(f, "bisect_commits").await,
+        count(f, "bisect_commit_details").await,
         count(f, "tasks").await,
     );
     assert_eq!(before, after, "a refused submission changed what is stored");
@@ -856,11 +858,61 @@ async fn a_bisect_submitted_while_mirroring_waits_and_an_unknown_revision_fails_
     assert_eq!(&kinds[..2], ["fetching", "submitted"], "{events}");
 }
 
-/// The candidates a submission stores (read with the git command while the COPY runs) are
-/// libgit2's topological walk, with libgit2's subjects and authors, merges included.
-#[tokio::test]
-async fn stored_candidates_are_libgit2s_walk_with_its_subjects_and_authors() {
-    let f = with_repo().await;
+type StoredCommit = (i32, String, Vec<i32>, String, String);
+
+/// A bisect's stored commits with their subjects and authors, by idx (empty details where
+/// they are missing).
+async fn stored_commits(f: &Fixture, id: i64) -> Vec<StoredCommit> {
+    sqlx::query_as(
+        "SELECT c.idx, c.sha, c.parents, coalesce(d.subject, ''), coalesce(d.author, '')
+         FROM bisect_commits c
+         LEFT JOIN bisect_commit_details d ON d.bisect_id = c.bisect_id AND d.idx = c.idx
+         WHERE c.bisect_id = $1 ORDER BY c.idx",
+    )
+    .bind(id)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap()
+}
+
+async fn details_missing(f: &Fixture, id: i64) -> bool {
+    sqlx::query_scalar("SELECT details_missing FROM bisects WHERE id = $1")
+        .bind(id)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap()
+}
+
+/// Polls until the bisect's details are stored (the flag cleared, in the transaction
+/// that stores them), with a deadline.
+async fn wait_details(f: &Fixture, id: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while details_missing(f, id).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bisect {id}: details never filled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What a server that died between the submit's commit and its fill leaves: the graph,
+/// no details, the flag set.
+async fn lose_details(f: &Fixture, id: i64) {
+    sqlx::query("DELETE FROM bisect_commit_details WHERE bisect_id = $1")
+        .bind(id)
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE bisects SET details_missing = true WHERE id = $1")
+        .bind(id)
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+}
+
+/// Submits `good..m`, where m merges `sidetag` into main: a range with a merge.
+async fn submit_merge_range(f: &Fixture) -> i64 {
     git(&f.repo, &["checkout", "-q", "main"]);
     git(
         &f.repo,
@@ -875,7 +927,7 @@ async fn stored_candidates_are_libgit2s_walk_with_its_subjects_and_authors() {
     );
     git(&f.repo, &["tag", "m"]);
     let (s, v) = call(
-        &f,
+        f,
         "POST",
         "/api/v1/bisects",
         Some(TOKEN),
@@ -883,14 +935,11 @@ async fn stored_candidates_are_libgit2s_walk_with_its_subjects_and_authors() {
     )
     .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
-    let id = v["id"].as_i64().unwrap();
-    let rows: Vec<(i32, String, Vec<i32>, String, String)> = sqlx::query_as(
-        "SELECT idx, sha, parents, subject, author FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
-    )
-    .bind(id)
-    .fetch_all(&f.state.db)
-    .await
-    .unwrap();
+    v["id"].as_i64().unwrap()
+}
+
+/// libgit2's walk of v1..m with its subjects and authors, the good endpoint first (idx -1).
+fn libgit2_rows(f: &Fixture) -> Vec<StoredCommit> {
     let repo = git2::Repository::open(&f.repo).unwrap();
     let row = |idx: i32, c: &git2::Commit, parents: Vec<i32>| {
         let a = c.author();
@@ -922,6 +971,102 @@ async fn stored_candidates_are_libgit2s_walk_with_its_subjects_and_authors() {
             .collect();
         expected.push(row(i as i32, &c, parents));
     }
-    assert_eq!(rows, expected);
+    expected
+}
+
+/// The candidates a submission stores are libgit2's topological walk, merges included, and
+/// their subjects and authors (read with the git command once the submit has answered)
+/// libgit2's.
+#[tokio::test]
+async fn stored_candidates_are_libgit2s_walk_with_its_subjects_and_authors() {
+    let f = with_repo().await;
+    let id = submit_merge_range(&f).await;
+    // The submit's own fill: nothing else fills details in this process.
+    wait_details(&f, id).await;
+    let rows = stored_commits(&f, id).await;
+    assert_eq!(rows, libgit2_rows(&f));
     assert!(rows.iter().any(|r| r.2.len() == 2), "the range has a merge");
+}
+
+/// Details lost to a crash between the submit and its fill: the pages and the API still
+/// answer (commits by sha), a report fills them before it is built, and so does the sweep
+/// every replica runs.
+#[tokio::test]
+async fn details_a_crash_left_missing_are_filled_by_a_report_and_by_the_sweep() {
+    let f = with_repo().await;
+    let id = submit_merge_range(&f).await;
+    wait_details(&f, id).await;
+    let expected = libgit2_rows(&f);
+    lose_details(&f, id).await;
+    assert!(
+        stored_commits(&f, id)
+            .await
+            .iter()
+            .all(|r| r.3.is_empty() && r.4.is_empty()),
+        "the details are gone"
+    );
+    let (s, v) = call(&f, "GET", &format!("/api/v1/bisects/{id}"), None, None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, page) = common::request(&f.state, "GET", &format!("/bisects/{id}"), None, None).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+
+    // The sweep of another replica, whose mirror has never seen the repository, fetches it
+    // and fills them, once.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = AppState::new(
+        f.state.db.clone(),
+        other_dir.path(),
+        Duration::from_secs(30),
+        "http://test".into(),
+    );
+    assert_eq!(perfbisect_server::details::sweep(&other).await.unwrap(), 1);
+    assert!(!details_missing(&f, id).await);
+    assert_eq!(stored_commits(&f, id).await, expected);
+    assert_eq!(perfbisect_server::details::sweep(&other).await.unwrap(), 0);
+
+    // A report of the ended bisect fills them before it reads them.
+    lose_details(&f, id).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        &format!("/api/v1/bisects/{id}/cancel"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, report) = common::request(
+        &f.state,
+        "GET",
+        &format!("/api/v1/bisects/{id}/report"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    assert!(!details_missing(&f, id).await);
+    assert_eq!(stored_commits(&f, id).await, expected);
+}
+
+/// A name the remote moved since the mirror's last fetch means where the remote has it now:
+/// the range walked while the fetch ran (from the mirror's old tag) is not the one stored.
+#[tokio::test]
+async fn a_tag_moved_on_the_remote_is_resolved_where_it_is_now() {
+    let f = with_repo().await;
+    let (s, v) = common::submit(&f, submit_body("v1", "v5")).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["candidates_total"], json!(4), "{v}");
+    for i in 6..=7 {
+        std::fs::write(f.repo.join("f"), format!("{i}\n")).unwrap();
+        git(&f.repo, &["add", "f"]);
+        git(&f.repo, &["commit", "-q", "-m", &format!("c{i}")]);
+    }
+    git(&f.repo, &["tag", "-f", "v5"]);
+    let (s, v) = common::submit(&f, submit_body("v1", "v5")).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["candidates_total"], json!(6), "{v}");
+    assert_eq!(
+        v["bad"]["sha"].as_str().unwrap(),
+        git(&f.repo, &["rev-parse", "v5"])
+    );
 }

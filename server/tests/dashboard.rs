@@ -103,13 +103,22 @@ async fn seed_bisect(db: &PgPool, repo: &str, status: &str, candidates: u32) -> 
     .unwrap();
     for i in 0..=candidates {
         sqlx::query(
-            "INSERT INTO bisect_commits (bisect_id, idx, sha, parents, subject, author)
-             VALUES ($1, $2, $3, $4, $5, 'Dev <dev@example.invalid>')",
+            "INSERT INTO bisect_commits (bisect_id, idx, sha, parents) VALUES ($1, $2, $3, $4)",
         )
         .bind(id)
         .bind(i as i32 - 1)
         .bind(sha(i))
         .bind(if i < 2 { vec![] } else { vec![i as i32 - 2] })
+        .execute(db)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO bisect_commit_details (bisect_id, idx, sha, subject, author)
+             VALUES ($1, $2, $3, $4, 'Dev <dev@example.invalid>')",
+        )
+        .bind(id)
+        .bind(i as i32 - 1)
+        .bind(sha(i))
         .bind(format!("change {i}"))
         .execute(db)
         .await

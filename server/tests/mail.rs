@@ -134,13 +134,22 @@ async fn bisect(
         (2, C2, "{1}", "fs: later"),
     ] {
         sqlx::query(
-            "INSERT INTO bisect_commits (bisect_id, idx, sha, parents, subject, author)
-             VALUES ($1, $2, $3, $4::int[], $5, 'Jan Kara <jack@suse.cz>')",
+            "INSERT INTO bisect_commits (bisect_id, idx, sha, parents) VALUES ($1, $2, $3, $4::int[])",
         )
         .bind(id)
         .bind(idx)
         .bind(sha)
         .bind(parents)
+        .execute(db)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO bisect_commit_details (bisect_id, idx, sha, subject, author)
+             VALUES ($1, $2, $3, $4, 'Jan Kara <jack@suse.cz>')",
+        )
+        .bind(id)
+        .bind(idx)
+        .bind(sha)
         .bind(subject)
         .execute(db)
         .await

@@ -125,7 +125,10 @@ pub struct Revision {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CommitInfo {
     pub sha: String,
+    /// Empty for the moment after a submit while the commits' subjects and authors are
+    /// read from the mirror (a large range's take a second or so).
     pub subject: String,
+    /// Empty while `subject` is.
     pub author: String,
 }
 

@@ -48,6 +48,10 @@ async fn load(state: &AppState, id: i64) -> ApiResult<Loaded> {
         robot: state.mail.robot(),
         public_url: state.public_url.clone(),
     };
+    // A report shows every commit with its subject: stored now if the submit's fill has not.
+    crate::details::ensure(state, id)
+        .await
+        .map_err(ApiError::Internal)?;
     let mut conn = state.db.acquire().await?;
     Ok(report_input::load(&mut conn, id, &ctx).await?)
 }

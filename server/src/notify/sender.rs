@@ -145,6 +145,9 @@ async fn freeze(
         robot: settings.robot(),
         public_url: state.public_url.clone(),
     };
+    // A report shows every commit with its subject: stored now if the submit's fill has
+    // not (an error leaves the row for a later attempt).
+    crate::details::ensure(state, c.bisect_id).await?;
     let mut conn = state.db.acquire().await?;
     let loaded = if event.is_progress() {
         report_input::load_running(&mut conn, c.bisect_id, &ctx).await

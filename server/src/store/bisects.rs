@@ -261,14 +261,17 @@ pub struct NewBisect<'a> {
     /// The fetch generation a `fetching` bisect waits for.
     pub fetch_generation: Option<i64>,
     pub status: BisectStatus,
+    /// The commits' subjects and authors are still to be stored (`server::details`).
+    pub details_missing: bool,
 }
 
 pub async fn insert(tx: &mut PgConnection, b: &NewBisect<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
         "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric,
                               direction, magnitude_pct, confidence, max_runs, notify, submitted_by,
-                              first_parent, candidates_total, use_merge_base, fetch_generation, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                              first_parent, candidates_total, use_merge_base, fetch_generation, status,
+                              details_missing)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
          RETURNING id",
         b.repository_id,
         b.job_spec_id,
@@ -288,6 +291,7 @@ pub async fn insert(tx: &mut PgConnection, b: &NewBisect<'_>) -> sqlx::Result<i6
         b.use_merge_base,
         b.fetch_generation,
         b.status.as_str(),
+        b.details_missing,
     )
     .fetch_one(tx)
     .await

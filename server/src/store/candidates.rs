@@ -1,28 +1,14 @@
-//! `bisect_commits`: a bisect's candidate set and its good endpoint, fixed at submission.
+//! `bisect_commits`: a bisect's candidate set and its good endpoint, fixed at submission
+//! (the graph: idx, sha, parents; the subjects and authors are in `store::details`).
 
 use crate::git::Range;
 use std::fmt::Write;
 
-/// COPY text format: backslash, tab, newline and carriage return are escaped.
-fn copy_text(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// One row: bisect, idx, sha, parents, subject, author, first parent outside.
+/// One row: bisect, idx, sha, parents, first parent outside.
 struct Row<'a> {
     idx: i64,
     sha: &'a str,
     parents: &'a [usize],
-    subject: &'a str,
-    author: &'a str,
     first_parent_outside: bool,
 }
 
@@ -34,27 +20,21 @@ fn row(out: &mut String, bisect: i64, r: &Row<'_>) {
         }
         let _ = write!(out, "{p}");
     }
-    out.push_str("}\t");
-    copy_text(out, r.subject);
-    out.push('\t');
-    copy_text(out, r.author);
     out.push_str(if r.first_parent_outside {
-        "\tt\n"
+        "}\tt\n"
     } else {
-        "\tf\n"
+        "}\tf\n"
     });
 }
 
-/// Opens the COPY of a candidate set, with the good endpoint's row (idx -1) written.
-/// (COPY is not a statement the query macros can check.)
-async fn open_copy<'c>(
-    tx: &'c mut sqlx::PgConnection,
-    bisect: i64,
-    range: &Range,
-) -> sqlx::Result<(sqlx::postgres::PgCopyIn<&'c mut sqlx::PgConnection>, String)> {
-    let copy = tx
+/// Stores the good endpoint (idx -1) and every candidate with one COPY: the fastest way
+/// PostgreSQL takes 100,000 rows. Only what scheduling needs (the graph); the subjects and
+/// authors go to `bisect_commit_details` (`store::details`). (COPY is not a statement the
+/// query macros can check.)
+pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> sqlx::Result<()> {
+    let mut copy = tx
         .copy_in_raw(
-            "COPY bisect_commits (bisect_id, idx, sha, parents, subject, author, first_parent_outside)
+            "COPY bisect_commits (bisect_id, idx, sha, parents, first_parent_outside)
              FROM STDIN WITH (FORMAT text)",
         )
         .await?;
@@ -63,34 +43,17 @@ async fn open_copy<'c>(
         idx: -1,
         sha: &range.good,
         parents: &[],
-        subject: &range.good_subject,
-        author: &range.good_author,
         first_parent_outside: false,
     };
     row(&mut buf, bisect, &good);
-    Ok((copy, buf))
-}
-
-/// Candidate `i`'s row, with its subject and author.
-fn candidate(buf: &mut String, bisect: i64, range: &Range, i: usize, subject: &str, author: &str) {
-    let c = &range.candidates[i];
-    let r = Row {
-        idx: i as i64,
-        sha: &c.sha,
-        parents: &c.parents,
-        subject,
-        author,
-        first_parent_outside: c.first_parent_outside,
-    };
-    row(buf, bisect, &r);
-}
-
-/// Stores the good endpoint (idx -1) and every candidate with one COPY: the fastest way
-/// PostgreSQL takes 100,000 rows.
-pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> sqlx::Result<()> {
-    let (mut copy, mut buf) = open_copy(tx, bisect, range).await?;
     for (i, c) in range.candidates.iter().enumerate() {
-        candidate(&mut buf, bisect, range, i, &c.subject, &c.author);
+        let r = Row {
+            idx: i as i64,
+            sha: &c.sha,
+            parents: &c.parents,
+            first_parent_outside: c.first_parent_outside,
+        };
+        row(&mut buf, bisect, &r);
         if buf.len() > 1 << 20 {
             copy.send(buf.as_bytes()).await?;
             buf.clear();
@@ -99,33 +62,6 @@ pub async fn insert(tx: &mut sqlx::PgConnection, bisect: i64, range: &Range) -> 
     copy.send(buf.as_bytes()).await?;
     copy.finish().await?;
     Ok(())
-}
-
-/// `insert` while the candidates' subjects and authors are still being read: they arrive
-/// in index order, in batches, from `details`, and each batch is sent on as COPY rows, so
-/// reading the commits and storing them overlap. Returns how many candidates were stored:
-/// fewer than the range holds when `details` ended early (the caller must not commit).
-pub async fn insert_streamed(
-    tx: &mut sqlx::PgConnection,
-    bisect: i64,
-    range: &Range,
-    mut details: tokio::sync::mpsc::Receiver<Vec<(String, String)>>,
-) -> sqlx::Result<usize> {
-    let (mut copy, mut buf) = open_copy(tx, bisect, range).await?;
-    let mut i = 0;
-    while let Some(batch) = details.recv().await {
-        for (subject, author) in batch.iter().take(range.candidates.len() - i) {
-            candidate(&mut buf, bisect, range, i, subject, author);
-            i += 1;
-        }
-        if buf.len() > 1 << 19 {
-            copy.send(buf.as_bytes()).await?;
-            buf.clear();
-        }
-    }
-    copy.send(buf.as_bytes()).await?;
-    copy.finish().await?;
-    Ok(i)
 }
 
 /// One stored commit of a bisect's graph, as the engine's graph is rebuilt from it.
@@ -161,14 +97,20 @@ pub async fn shas(db: &sqlx::PgPool, bisect: i64) -> sqlx::Result<Vec<String>> {
     .await
 }
 
-/// The subjects of the bisect's commits among `shas`.
+// Lookups by sha go through `bisect_commit_details` and its hash index once the bisect's
+// details are stored; while they are missing (`bisects.details_missing`, for the moment
+// after a submit), through `bisect_commits` along its primary key: one bisect's rows.
+// Either way gives the same commits, whichever order the flag and the fill's commit come in.
+
+/// The subjects of the bisect's commits among `shas` (none while its details are missing:
+/// `store::details`).
 pub async fn subjects(
     db: &sqlx::PgPool,
     bisect: i64,
     shas: &[String],
 ) -> sqlx::Result<std::collections::HashMap<String, String>> {
     let rows = sqlx::query!(
-        "SELECT sha, subject FROM bisect_commits WHERE bisect_id = $1 AND sha = ANY($2)",
+        "SELECT sha, subject FROM bisect_commit_details WHERE bisect_id = $1 AND sha = ANY($2)",
         bisect,
         shas,
     )
@@ -177,14 +119,29 @@ pub async fn subjects(
     Ok(rows.into_iter().map(|r| (r.sha, r.subject)).collect())
 }
 
-/// The good endpoint and the candidates among `shas`: index, commit, subject, author.
+/// The good endpoint and the candidates among `shas`: index, commit, subject, author
+/// (empty while the bisect's details are missing: `store::details`).
 pub async fn shown(
     db: &sqlx::PgPool,
     bisect: i64,
     shas: &[&str],
 ) -> sqlx::Result<Vec<(i32, String, String, String)>> {
+    if super::details::is_missing(db, bisect).await? {
+        let rows = sqlx::query!(
+            "SELECT idx, sha FROM bisect_commits
+             WHERE bisect_id = $1 AND (idx < 0 OR sha = ANY($2)) ORDER BY idx",
+            bisect,
+            shas as &[&str],
+        )
+        .fetch_all(db)
+        .await?;
+        return Ok(rows
+            .into_iter()
+            .map(|r| (r.idx, r.sha, String::new(), String::new()))
+            .collect());
+    }
     let rows = sqlx::query!(
-        "SELECT idx, sha, subject, author FROM bisect_commits
+        "SELECT idx, sha, subject, author FROM bisect_commit_details
          WHERE bisect_id = $1 AND (idx < 0 OR sha = ANY($2)) ORDER BY idx",
         bisect,
         shas as &[&str],
@@ -214,10 +171,22 @@ pub async fn first_parent(
     bisect: i64,
     sha: &str,
 ) -> sqlx::Result<Option<String>> {
+    if super::details::is_missing(&mut *db, bisect).await? {
+        return sqlx::query_scalar!(
+            "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
+               ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
+             WHERE c.bisect_id = $1 AND c.sha = $2",
+            bisect,
+            sha,
+        )
+        .fetch_optional(db)
+        .await;
+    }
     sqlx::query_scalar!(
-        "SELECT p.sha FROM bisect_commits c JOIN bisect_commits p
-           ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
-         WHERE c.bisect_id = $1 AND c.sha = $2",
+        "SELECT p.sha FROM bisect_commit_details d
+         JOIN bisect_commits c ON c.bisect_id = d.bisect_id AND c.idx = d.idx
+         JOIN bisect_commits p ON p.bisect_id = c.bisect_id AND p.idx = c.parents[1]
+         WHERE d.bisect_id = $1 AND d.sha = $2",
         bisect,
         sha,
     )
@@ -228,20 +197,15 @@ pub async fn first_parent(
 #[cfg(test)]
 mod tests {
     #[test]
-    fn rows_escape_what_copy_would_misread() {
+    fn a_row_is_copy_text() {
         let mut out = String::new();
         let r = super::Row {
             idx: 3,
             sha: "abc",
             parents: &[1, 2],
-            subject: "fix\ttab\\path\nnext",
-            author: "A <a@b>",
             first_parent_outside: true,
         };
         super::row(&mut out, 7, &r);
-        assert_eq!(
-            out,
-            "7\t3\tabc\t{1,2}\tfix\\ttab\\\\path\\nnext\tA <a@b>\tt\n"
-        );
+        assert_eq!(out, "7\t3\tabc\t{1,2}\tt\n");
     }
 }

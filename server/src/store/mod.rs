@@ -2,16 +2,17 @@
 //!
 //! Every query the server makes is here, checked at compile time (`sqlx::query!`,
 //! `query_as!`, `query_scalar!`) against the offline data in `.sqlx/`. Handlers, pages, the
-//! scheduler and the watches call these functions and hold no SQL. The one statement here
-//! that no macro can check, the candidate set's COPY (`candidates::insert`), says so; outside
-//! the store only `db::ensure_database`'s CREATE DATABASE is made at run time (an identifier
-//! cannot be bound).
+//! scheduler and the watches call these functions and hold no SQL. The statements here
+//! that no macro can check, the COPYs of the candidate set (`candidates::insert`) and of its
+//! details (`details`), say so; outside the store only `db::ensure_database`'s CREATE
+//! DATABASE is made at run time (an identifier cannot be bound).
 
 pub mod allocation;
 pub mod assessments;
 pub mod bisects;
 pub mod builds;
 pub mod candidates;
+pub mod details;
 pub mod events;
 pub mod fetches;
 pub mod gauges;

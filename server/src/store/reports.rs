@@ -60,7 +60,11 @@ pub struct ReportCommit {
 pub async fn commits(conn: &mut PgConnection, bisect: i64) -> sqlx::Result<Vec<ReportCommit>> {
     sqlx::query_as!(
         ReportCommit,
-        "SELECT idx, sha, parents, subject, author FROM bisect_commits WHERE bisect_id = $1",
+        r#"SELECT c.idx, c.sha, c.parents, coalesce(d.subject, '') AS "subject!",
+                  coalesce(d.author, '') AS "author!"
+           FROM bisect_commits c
+           LEFT JOIN bisect_commit_details d ON d.bisect_id = c.bisect_id AND d.idx = c.idx
+           WHERE c.bisect_id = $1"#,
         bisect,
     )
     .fetch_all(conn)

@@ -54,8 +54,8 @@ pub async fn list<'e>(
         SummaryRow,
         r#"SELECT b.id, r.name AS repository, b.good_rev, b.bad_rev, b.good_sha, b.bad_sha, b.metric,
                   j.testcase, b.status AS "status: BisectStatus", b.culprit_sha,
-                  (SELECT c.subject FROM bisect_commits c
-                   WHERE c.bisect_id = b.id AND c.sha = b.culprit_sha) AS culprit_subject,
+                  (SELECT d.subject FROM bisect_commit_details d
+                   WHERE d.bisect_id = b.id AND d.sha = b.culprit_sha) AS culprit_subject,
                   b.created_at, b.candidates_total, b.candidates_remaining,
                   (SELECT count(*) FROM runs u WHERE u.bisect_id = b.id) AS "runs_done!",
                   b.measured_change AS "measured_change: Json<Option<MeasuredChange>>",
