@@ -130,6 +130,12 @@ pub struct Lab {
     /// Standard deviation of each host's own level (relative): hosts of one group are not
     /// identical machines, so the same commit runs a little faster on some.
     pub host_sd: f64,
+    /// Resolution of the reported value (the good level is 100): a benchmark that prints
+    /// whole seconds or a rounded score reports many equal values. 0: exact.
+    pub quantum: f64,
+    /// Lag-one correlation of the noise of consecutive runs (a host whose state, caches or
+    /// background load, outlasts one run). 0: independent runs.
+    pub ar: f64,
 }
 
 impl Default for Lab {
@@ -142,6 +148,8 @@ impl Default for Lab {
             noise_after: 1.0,
             build_cost: 1.0,
             host_sd: 0.0,
+            quantum: 0.0,
+            ar: 0.0,
         }
     }
 }
@@ -299,6 +307,7 @@ pub fn run_trial_budgeted(
     let mut built: BTreeSet<Point> = BTreeSet::new();
     let mut phase_runs = [0u32; 5];
     let mut first_prediction = None;
+    let mut ar_state = 0.0f64;
     let machine = |runs: u32, built: &BTreeSet<Point>| {
         runs as f64 + built.len() as f64 * world.lab.build_cost
     };
@@ -425,10 +434,19 @@ pub fn run_trial_budgeted(
                             let host = world.lab.drift_per_run * clock as f64
                                 + world.lab.warmup
                                     * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp();
-                            let y = level(p)
+                            let mut e = world.noise.draw(&mut rng, clock);
+                            if world.lab.ar != 0.0 {
+                                let r = world.lab.ar;
+                                ar_state = r * ar_state + (1.0 - r * r).sqrt() * e;
+                                e = ar_state;
+                            }
+                            let mut y = level(p)
                                 * (1.0 + host)
                                 * (1.0 + host_level[hosts[slot % hosts.len()]])
-                                * (1.0 + noise_at(p) * world.noise.draw(&mut rng, clock));
+                                * (1.0 + noise_at(p) * e);
+                            if world.lab.quantum > 0.0 {
+                                y = (y / world.lab.quantum).round() * world.lab.quantum;
+                            }
                             ev.samples.entry(p).or_default().push(y);
                             ev.taken.entry(p).or_default().push(crate::Taken {
                                 at: clock as f64,

@@ -17,7 +17,9 @@
 //! multiplier at commits that carry the change), build (a build's cost in runs), hostsd (each
 //! host's own level, relative standard deviation; requests then go to the hosts in a random
 //! order each round), budget (product: the product's budget, set from the engine's
-//! predictions under max).
+//! predictions under max), quant (the value's resolution, the good level being 100), ar
+//! (lag-one correlation of consecutive runs' noise), gradual (the change split evenly over
+//! that many commits in a row; every one of them is a planted culprit).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
@@ -59,6 +61,10 @@ struct Cell {
     noise_after: f64,
     build: f64,
     host_sd: f64,
+    quantum: f64,
+    ar: f64,
+    /// The change spread over this many commits (delta / gradual each), in history order.
+    gradual: usize,
     /// The product's budget: set from the engine's predictions under `max_runs`.
     product_budget: bool,
 }
@@ -87,6 +93,9 @@ impl Default for Cell {
             noise_after: 1.0,
             build: 1.0,
             host_sd: 0.0,
+            quantum: 0.0,
+            ar: 0.0,
+            gradual: 1,
             product_budget: false,
         }
     }
@@ -122,6 +131,9 @@ impl Cell {
                 "noiseafter" => c.noise_after = num()?,
                 "build" => c.build = num()?,
                 "hostsd" => c.host_sd = num()?,
+                "quant" => c.quantum = num()?,
+                "ar" => c.ar = num()?,
+                "gradual" => c.gradual = (num()? as usize).max(1),
                 "budget" if v == "product" => c.product_budget = true,
                 "budget" => c.product_budget = false,
                 _ => return Err(format!("unknown key {k:?}")),
@@ -167,6 +179,15 @@ impl Cell {
         }
         if self.host_sd != 0.0 {
             s += &format!(" hostsd={}%", 100.0 * self.host_sd);
+        }
+        if self.quantum != 0.0 {
+            s += &format!(" quant={}%", self.quantum);
+        }
+        if self.ar != 0.0 {
+            s += &format!(" ar={}", self.ar);
+        }
+        if self.gradual > 1 {
+            s += &format!(" gradual={}", self.gradual);
         }
         if self.build != 1.0 {
             s += &format!(" build={}", self.build);
@@ -214,13 +235,41 @@ impl Cell {
             }
             extra_changes.push((other, size));
         }
+        // A change that lands in parts: the culprit and the commits that follow it (a child
+        // that continues its line when there is one, else the merge that takes it in), each
+        // with an equal share of the step.
+        let mut delta = self.delta;
+        if let (true, Some(first)) = (self.gradual > 1, culprit) {
+            let part = (1.0 + self.delta).powf(1.0 / self.gradual as f64) - 1.0;
+            delta = part;
+            let mut c = first;
+            for _ in 1..self.gradual {
+                let child = |first: bool| {
+                    (c + 1..graph.len()).find(|&x| {
+                        let p = graph.parents(x);
+                        if first {
+                            p.first() == Some(&c)
+                        } else {
+                            p.contains(&c)
+                        }
+                    })
+                };
+                match child(true).or_else(|| child(false)) {
+                    Some(next) => {
+                        extra_changes.push((next, part));
+                        c = next;
+                    }
+                    None => break,
+                }
+            }
+        }
         let untestable: BTreeSet<usize> = (0..graph.len() - 1)
             .filter(|&c| Some(c) != culprit && rng.uniform() < self.skip)
             .collect();
         World {
             graph,
             culprit,
-            delta: self.delta,
+            delta,
             noise: self.noise(),
             untestable,
             incomplete_rate: self.fail,
@@ -231,6 +280,8 @@ impl Cell {
                 noise_after: self.noise_after,
                 build_cost: self.build,
                 host_sd: self.host_sd,
+                quantum: self.quantum,
+                ar: self.ar,
                 ..Lab::default()
             },
         }
@@ -347,6 +398,15 @@ fn situation_cells() -> Vec<String> {
         "w=4 hostsd=0.02",
         "w=8 hostsd=0.02",
         "n=200 cv=0 build=30",
+        // Worlds no cell above models: a value printed at 2% and 4% resolution (whole
+        // seconds of a ~50 s and ~25 s benchmark: many runs tie), runs whose noise carries
+        // over to the next (lag-one correlation 0.5), a change that lands in three commits
+        // in a row, and a large step (+50%) as the seed reports show.
+        "quant=2",
+        "quant=4",
+        "ar=0.5",
+        "gradual=3",
+        "delta=0.5",
         "",
         "cv=0.01",
         "cv=0.05",
