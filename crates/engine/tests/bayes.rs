@@ -704,3 +704,30 @@ fn hosts_that_differ_in_level_do_not_hide_the_culprit_or_waste_runs() {
     let mean = f64::from(runs) / trials as f64;
     assert!(mean < 200.0, "mean runs {mean}");
 }
+
+#[test]
+fn a_step_read_within_its_noise_predicts_what_a_change_of_interest_costs() {
+    // bisect-sim's `noiseafter=2` cell (CV 2%, a +3% step whose side is twice as noisy),
+    // seed 58: after 25 endpoint runs the step read +0.01% while the noises told the sides
+    // apart, and the first prediction was 1/d² of that: 26,357,567 more runs, where 87 more
+    // did it. Under the model's prior a change is at least about half a percent.
+    let (mut w, culprit) = sim_cell_world(58, 0.02, 0.0);
+    w.lab.noise_after = 2.0;
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    let t = run_trial(&w, &settings, 58);
+    assert_eq!(t.named(), vec![culprit], "{t:?}");
+    let (used, predicted) = t
+        .first_prediction
+        .expect("a prediction after the endpoints");
+    assert!(used <= 30, "{t:?}");
+    // A +0.5% step at 3.4% noise (0.15 noise units) costs a few thousand runs; the old
+    // prediction was four orders of magnitude above that.
+    assert!(
+        predicted < 10_000,
+        "first prediction {predicted} runs: {t:?}"
+    );
+    assert!(predicted as f64 > f64::from(t.runs - used), "{t:?}");
+}
