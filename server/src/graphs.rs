@@ -5,7 +5,9 @@
 //! every result would be waste. Each replica keeps its own cache; the database stays the
 //! source of truth. The cache is least-recently-used under a memory budget (a graph is
 //! estimated by its size), so it holds the active bisects a replica works on rather than a
-//! fixed count; a graph is dropped when its bisect ends.
+//! fixed count; a graph is dropped when its bisect ends. A large graph gives its memory back
+//! to the system when it is freed, that is when its last holder lets go of it (the cache, or
+//! the advance that was using it), not when the cache forgets it.
 
 use anyhow::Context;
 use perfbisect_engine::{CandidateGraph, Point};
@@ -27,6 +29,27 @@ pub struct LoadedGraph {
     pub points: HashMap<String, Point>,
     /// Taken by the advance that holds the bisect's lock, put back after it wrote.
     pub assessed: Mutex<Option<AssessedCopy>>,
+    /// Last, so it runs after the fields above are freed (fields drop in order).
+    _release: Release,
+}
+
+/// Candidates from which a graph's memory is handed back to the system once it is freed.
+pub const TRIM_FROM: usize = 10_000;
+
+/// Hands freed memory back to the system when the graph that owned it is dropped, if the
+/// graph was large: glibc keeps freed memory in its arenas, so without this the server's
+/// size after a large bisect stays where the bisect took it.
+struct Release {
+    large: bool,
+    trim: fn(),
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if self.large {
+            (self.trim)();
+        }
+    }
 }
 
 impl LoadedGraph {
@@ -53,10 +76,15 @@ impl LoadedGraph {
         for i in outside {
             graph.mark_first_parent_outside(i);
         }
+        let large = graph.len() >= TRIM_FROM;
         Ok(LoadedGraph {
             graph,
             points,
             assessed: Mutex::new(None),
+            _release: Release {
+                large,
+                trim: crate::heap::trim,
+            },
         })
     }
 
@@ -124,21 +152,30 @@ impl GraphCache {
 
     /// Keeps a graph built elsewhere (the submission already has the candidates in memory).
     pub fn insert(&self, bisect: i64, graph: Arc<LoadedGraph>) {
+        let mut out = Vec::new();
         let mut inner = self.inner.lock().expect("graph cache lock");
         inner.bytes += graph.estimated_bytes();
         if let Some(old) = inner.lru.put(bisect, graph) {
             inner.bytes -= old.estimated_bytes();
+            out.push(old);
         }
         // The least recently used go first; the graph just added always stays.
         while inner.bytes > inner.budget && inner.lru.len() > 1 {
             match inner.lru.pop_lru() {
-                Some((_, g)) => inner.bytes -= g.estimated_bytes(),
+                Some((_, g)) => {
+                    inner.bytes -= g.estimated_bytes();
+                    out.push(g);
+                }
                 None => break,
             }
         }
+        // Freed (and maybe trimmed) outside the lock.
+        drop(inner);
+        drop(out);
     }
 
-    /// Drops a finished bisect's graph and gives its memory back to the system.
+    /// Drops a finished bisect's graph. Its memory goes back to the system when the last
+    /// holder lets go (the advance that ended the bisect still holds it here).
     pub fn forget(&self, bisect: i64) {
         let removed = {
             let mut inner = self.inner.lock().expect("graph cache lock");
@@ -148,29 +185,14 @@ impl GraphCache {
             }
             removed
         };
-        if let Some(g) = removed {
-            let large = g.graph.len() >= 10_000;
-            drop(g);
-            if large {
-                trim_heap();
-            }
-        }
+        // Outside the lock: the last holder's drop may trim the heap.
+        drop(removed);
     }
 
     /// Graphs held and their estimated bytes (for `/metrics`).
     pub fn usage(&self) -> (usize, usize) {
         let inner = self.inner.lock().expect("graph cache lock");
         (inner.lru.len(), inner.bytes)
-    }
-}
-
-/// glibc keeps freed memory in its arenas; a large graph's worth is handed back explicitly so
-/// the server's size returns after a large bisect ends.
-fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
-    unsafe {
-        nix::libc::malloc_trim(0);
     }
 }
 
@@ -220,6 +242,73 @@ mod tests {
         let inner = cache.inner.lock().unwrap();
         assert!(inner.lru.contains(&1) && inner.lru.contains(&3) && !inner.lru.contains(&2));
         assert_eq!(inner.bytes, one * 2);
+    }
+
+    /// A chain of `n` candidates whose release is counted in `counter` instead of trimming.
+    fn counted_chain(n: usize, counter: fn()) -> Arc<LoadedGraph> {
+        let mut g = chain(n);
+        Arc::get_mut(&mut g).expect("only holder")._release.trim = counter;
+        g
+    }
+
+    #[test]
+    fn a_large_graph_is_released_when_its_last_holder_lets_go() {
+        static RELEASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn count() {
+            RELEASED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let released = || RELEASED.load(std::sync::atomic::Ordering::SeqCst);
+        let cache = GraphCache::with_budget(1 << 30);
+        let graph = counted_chain(TRIM_FROM, count);
+        cache.insert(7, graph.clone());
+        // The advance that ends the bisect holds the graph while the cache forgets it.
+        let advance = graph;
+        cache.forget(7);
+        assert_eq!(
+            cache.usage(),
+            (0, 0),
+            "an ended bisect's graph leaves the cache"
+        );
+        assert_eq!(
+            released(),
+            0,
+            "nothing is freed while the advance holds the graph"
+        );
+        let weak = Arc::downgrade(&advance);
+        drop(advance);
+        assert!(weak.upgrade().is_none(), "nobody else holds it");
+        assert_eq!(
+            released(),
+            1,
+            "freed with the last holder, and then handed back"
+        );
+    }
+
+    #[test]
+    fn a_small_graph_is_freed_without_a_trim() {
+        static RELEASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn count() {
+            RELEASED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let cache = GraphCache::with_budget(1 << 30);
+        cache.insert(1, counted_chain(TRIM_FROM - 1, count));
+        cache.forget(1);
+        assert_eq!(cache.usage(), (0, 0));
+        assert_eq!(RELEASED.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn an_evicted_large_graph_is_released_too() {
+        static RELEASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn count() {
+            RELEASED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let one = chain(TRIM_FROM).estimated_bytes();
+        let cache = GraphCache::with_budget(one);
+        cache.insert(1, counted_chain(TRIM_FROM, count));
+        cache.insert(2, counted_chain(TRIM_FROM, count));
+        assert_eq!(cache.usage(), (1, one), "the first went over the budget");
+        assert_eq!(RELEASED.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod findings;
 pub mod git;
 pub mod graphs;
 pub mod health;
+pub mod heap;
 pub mod listen;
 pub mod mail_policy;
 pub mod materials;
@@ -53,6 +54,8 @@ pub use state::AppState;
 pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
     // Before anything else: secrets leave this process's command line and environment.
     config.conceal_secrets()?;
+    // Freed memory goes back to the system (see `heap`).
+    heap::keep_small();
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
     let mut embedded = None;

@@ -21,6 +21,8 @@ use std::time::Duration;
 struct Recorded {
     advance: Histogram,
     claim: Histogram,
+    claim_acquire: Histogram,
+    claim_statement: Histogram,
     upload: Histogram,
     complete: Histogram,
     runs: Counter,
@@ -34,6 +36,8 @@ fn recorded() -> &'static Recorded {
     R.get_or_init(|| Recorded {
         advance: buckets(),
         claim: buckets(),
+        claim_acquire: buckets(),
+        claim_statement: buckets(),
         upload: buckets(),
         complete: buckets(),
         runs: Counter::default(),
@@ -44,9 +48,13 @@ pub fn observe_advance(d: Duration) {
     recorded().advance.observe(d.as_secs_f64());
 }
 
-/// The claim itself (the query), not the long-poll wait around it.
-pub fn observe_claim(d: Duration) {
-    recorded().claim.observe(d.as_secs_f64());
+/// One look for a task (not the long-poll wait around it): the wait for a pool connection
+/// and the claim statement, each on its own and together.
+pub fn observe_claim(acquire: Duration, statement: Duration) {
+    let r = recorded();
+    r.claim_acquire.observe(acquire.as_secs_f64());
+    r.claim_statement.observe(statement.as_secs_f64());
+    r.claim.observe((acquire + statement).as_secs_f64());
 }
 
 pub fn observe_upload(d: Duration) {
@@ -88,8 +96,18 @@ async fn render(state: &AppState) -> anyhow::Result<String> {
     );
     reg.register(
         "claim_seconds",
-        "Duration of a task claim (the query, not the long-poll wait)",
+        "Duration of a task claim (connection wait and statement, not the long-poll wait)",
         r.claim.clone(),
+    );
+    reg.register(
+        "claim_acquire_seconds",
+        "Of a task claim, the wait for a database connection from the pool",
+        r.claim_acquire.clone(),
+    );
+    reg.register(
+        "claim_statement_seconds",
+        "Of a task claim, the claim statement on its connection",
+        r.claim_statement.clone(),
     );
     reg.register(
         "upload_seconds",

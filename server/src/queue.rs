@@ -64,10 +64,15 @@ pub async fn claim(
     host_id: i64,
     host_group: &str,
 ) -> sqlx::Result<Option<ClaimedTask>> {
+    // Timed in two parts: waiting for one of the pool's connections, and the statement on it.
     let started = std::time::Instant::now();
+    let mut conn = state.db.acquire().await?;
+    let acquired = started.elapsed();
     let claimed =
-        store::queue::claim(&state.db, host_id, host_group, state.lease.as_secs_f64()).await;
-    crate::metrics::observe_claim(started.elapsed());
+        store::queue::claim(&mut *conn, host_id, host_group, state.lease.as_secs_f64()).await;
+    drop(conn);
+    let took = started.elapsed();
+    crate::metrics::observe_claim(acquired, took - acquired);
     claimed
 }
 

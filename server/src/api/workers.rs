@@ -16,7 +16,7 @@ use perfbisect_wire::api::ErrorBody;
 use perfbisect_wire::states::TaskState;
 use perfbisect_wire::worker::{
     ClaimRequest, CompleteTask, HeartbeatReply, MachineInfo, RegisterWorker, RunUpload,
-    TaskAssignment, TaskOutcome, WorkerRegistered,
+    TaskAssignment, WorkerRegistered,
 };
 use std::time::Duration;
 use utoipa_axum::router::OpenApiRouter;
@@ -270,10 +270,10 @@ async fn upload_run(
     }
     // The holder is checked again in the statement that writes (the task row locked for
     // it): a lease that ran out since the check above leaves nothing written. The run, the
-    // renewed lease and the wake-up commit together: one commit (one WAL flush) per upload.
-    let mut tx = state.db.begin().await?;
-    let stored = store::runs::insert_held(
-        &mut *tx,
+    // renewed lease and the wake-up (new evidence: the scheduler decides again, off this
+    // request's path) are one statement: one round trip, one commit per upload.
+    let written = store::runs::upload(
+        &state.db,
         &store::runs::NewRun {
             task: id,
             bisect: bisect_id,
@@ -287,24 +287,14 @@ async fn upload_run(
             finished_at: run.finished_at,
             environment: serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?,
         },
+        state.lease.as_secs_f64(),
     )
     .await?;
-    let renewed = renew(&mut *tx, &state, id, host.host_id).await?;
-    if !stored && renewed.is_none() {
+    if !written.stored && !written.renewed {
         return Err(ApiError::Conflict(format!(
             "task {id} is not running on this host any more"
         )));
     }
-    // New evidence: the scheduler decides again, off this request's path.
-    if stored && let Some(bisect_id) = bisect_id {
-        crate::store::wakeups::wake(
-            &mut *tx,
-            bisect_id,
-            crate::store::wakeups::Reason::RunStored,
-        )
-        .await?;
-    }
-    tx.commit().await?;
     crate::metrics::observe_upload(started.elapsed());
     Ok(StatusCode::CREATED)
 }
@@ -330,12 +320,13 @@ async fn complete(
             .rev()
             .collect::<String>()
     });
-    // The task's end, its requeue notice and the wake-up commit together.
-    let mut tx = state.db.begin().await?;
+    // The task's end, its requeue notice and the wake-up: one statement, so they commit
+    // together in one round trip.
     let owner = store::queue::complete(
-        &mut *tx,
+        &state.db,
         id,
         host.host_id,
+        &host.host_group,
         &store::queue::Completion {
             outcome: req.outcome,
             message: req.message.as_deref(),
@@ -345,16 +336,8 @@ async fn complete(
     )
     .await?
     .map(|o| (o.bisect_id, o.watch_id));
-    let (bisect, watch) = owner
+    let (_, watch) = owner
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
-    if req.outcome == TaskOutcome::Error {
-        crate::queue::notify_queued_in(&mut *tx, &host.host_group, 1).await?;
-    }
-    if let Some(bisect) = bisect {
-        crate::store::wakeups::wake(&mut *tx, bisect, crate::store::wakeups::Reason::TaskEnded)
-            .await?;
-    }
-    tx.commit().await?;
     crate::metrics::observe_complete(started.elapsed());
     if let Some(watch) = watch {
         // Analysing the series is not this request's work: the answer does not wait for it.

@@ -87,10 +87,14 @@ pub struct Completion<'a> {
 
 /// Ends `task` held by `host`: `done`, `build_failed`, or after a worker-side error queued
 /// again (`failed` after its last attempt). `None` when the host does not hold the task.
+/// One statement (one round trip, one commit) also records the bisect's wake-up with its
+/// NOTIFY (`store::wakeups::wake`'s row and payload) and, after an error, announces one task
+/// queued in `host_group` (`queue::notify_queued_in`'s payload).
 pub async fn complete<'e>(
     db: impl PgExecutor<'e>,
     task: i64,
     host: i64,
+    host_group: &str,
     end: &Completion<'_>,
 ) -> sqlx::Result<Option<Owner>> {
     // The error outcome's state depends on the row's attempts, so it is decided in SQL; the
@@ -100,15 +104,24 @@ pub async fn complete<'e>(
         TaskOutcome::BuildFailed => (false, TaskState::BuildFailed),
         TaskOutcome::Error => (true, TaskState::Failed),
     };
-    sqlx::query_as!(
-        Owner,
-        "UPDATE tasks SET
-             state = CASE WHEN NOT $6 THEN $7
-                          WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-             message = $3, log_tail = $4, failed_sha = $5,
-             finished_at = CASE WHEN $6 AND attempts < max_attempts THEN NULL ELSE now() END,
-             host_id = CASE WHEN $6 AND attempts < max_attempts THEN NULL ELSE host_id END
-         WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id, watch_id",
+    let row = sqlx::query!(
+        r#"WITH ended AS (
+               UPDATE tasks SET
+                   state = CASE WHEN NOT $6 THEN $7
+                                WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+                   message = $3, log_tail = $4, failed_sha = $5,
+                   finished_at = CASE WHEN $6 AND attempts < max_attempts THEN NULL ELSE now() END,
+                   host_id = CASE WHEN $6 AND attempts < max_attempts THEN NULL ELSE host_id END
+               WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id, watch_id
+           ), woken AS (
+               INSERT INTO scheduler_wakeups (bisect_id, reason)
+               SELECT bisect_id, $8 FROM ended WHERE bisect_id IS NOT NULL
+               RETURNING bisect_id
+           )
+           SELECT e.bisect_id, e.watch_id,
+                  (SELECT count(pg_notify($9, bisect_id::text)) FROM woken) AS "woken!",
+                  (SELECT count(pg_notify($10, $11)) WHERE $6) AS "requeue_notices!"
+           FROM ended e"#,
         task,
         host,
         end.message,
@@ -116,9 +129,17 @@ pub async fn complete<'e>(
         end.failed_sha,
         retry,
         fixed.as_str(),
+        super::wakeups::Reason::TaskEnded.as_str(),
+        super::wakeups::CHANNEL,
+        CHANNEL,
+        format!("{host_group}\t1"),
     )
     .fetch_optional(db)
-    .await
+    .await?;
+    Ok(row.map(|r| Owner {
+        bisect_id: r.bisect_id,
+        watch_id: r.watch_id,
+    }))
 }
 
 /// A task whose lease ran out, as it is now.

@@ -29,16 +29,48 @@ pub struct NewRun<'a> {
     pub environment: serde_json::Value,
 }
 
-/// Stores the run if its host still holds the task (the task row is locked `FOR SHARE` in
-/// the same statement, so a lease that ran out since the API's check leaves nothing
-/// written). An iteration stored before is not stored again. Returns whether it stored it.
-pub async fn insert_held<'e>(db: impl PgExecutor<'e>, run: &NewRun<'_>) -> sqlx::Result<bool> {
-    let inserted = sqlx::query!(
-        "INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics, log,
-                           started_at, finished_at, environment)
-         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
-         FROM (SELECT 1 FROM tasks WHERE id = $1 AND host_id = $4 AND state = 'running' FOR SHARE) AS held
-         ON CONFLICT (task_id, iteration) DO NOTHING",
+/// What one upload wrote.
+#[derive(Debug)]
+pub struct Uploaded {
+    /// The run was stored (not stored before, and the host held the task).
+    pub stored: bool,
+    /// The host held the task, and its lease was renewed.
+    pub renewed: bool,
+}
+
+/// An upload in one statement (one round trip, one commit): the run stored if its host
+/// still holds the task (the task row locked in the statement, so a lease that ran out since
+/// the API's check leaves nothing written; an iteration stored before is not stored again),
+/// the lease renewed for `lease_secs`, and for a stored run of a bisect a wake-up recorded
+/// and NOTIFYed (`store::wakeups::wake`'s row and payload). A connection is held for one
+/// statement, not for a transaction of five round trips: with a thousand hosts uploading,
+/// what uploads hold is what claims wait for.
+pub async fn upload<'e>(
+    db: impl PgExecutor<'e>,
+    run: &NewRun<'_>,
+    lease_secs: f64,
+) -> sqlx::Result<Uploaded> {
+    let row = sqlx::query!(
+        r#"WITH held AS (
+               SELECT id FROM tasks WHERE id = $1 AND host_id = $4 AND state = 'running'
+               FOR UPDATE
+           ), stored AS (
+               INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed,
+                                 metrics, log, started_at, finished_at, environment)
+               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM held
+               ON CONFLICT (task_id, iteration) DO NOTHING
+               RETURNING bisect_id
+           ), renewed AS (
+               UPDATE tasks t SET lease_expires_at = now() + make_interval(secs => $12)
+               FROM held WHERE t.id = held.id RETURNING t.id
+           ), woken AS (
+               INSERT INTO scheduler_wakeups (bisect_id, reason)
+               SELECT bisect_id, $13 FROM stored WHERE bisect_id IS NOT NULL
+               RETURNING bisect_id
+           )
+           SELECT EXISTS (SELECT 1 FROM stored) AS "stored!",
+                  EXISTS (SELECT 1 FROM renewed) AS "renewed!",
+                  (SELECT count(pg_notify($14, bisect_id::text)) FROM woken) AS "woken!""#,
         run.task,
         run.bisect,
         run.sha,
@@ -50,10 +82,16 @@ pub async fn insert_held<'e>(db: impl PgExecutor<'e>, run: &NewRun<'_>) -> sqlx:
         run.started_at,
         run.finished_at,
         run.environment,
+        lease_secs,
+        super::wakeups::Reason::RunStored.as_str(),
+        super::wakeups::CHANNEL,
     )
-    .execute(db)
+    .fetch_one(db)
     .await?;
-    Ok(inserted.rows_affected() > 0)
+    Ok(Uploaded {
+        stored: row.stored,
+        renewed: row.renewed,
+    })
 }
 
 /// One run of a bisect as its evidence needs it.
