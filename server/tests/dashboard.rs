@@ -219,6 +219,34 @@ async fn the_list_filters_and_pages_newest_first() {
 }
 
 #[tokio::test]
+async fn the_filters_offer_each_metric_once_sorted_and_count_by_testcase() {
+    let f = fixture().await;
+    for metric in ["b.score", "a.score", "b.score", "c.score", "a.score"] {
+        let id = seed_bisect(&f.db, "linux", "found", 3).await;
+        set_metric(&f.db, id, metric).await;
+    }
+    let page = get(&f, "/bisects").await;
+    let offered: Vec<&str> = page
+        .body
+        .split("<option value=\"")
+        .skip(1)
+        .filter_map(|o| o.split('"').next())
+        .filter(|v| v.ends_with(".score"))
+        .collect();
+    assert_eq!(offered, ["a.score", "b.score", "c.score"], "{}", page.body);
+    let b = get(&f, "/bisects?metric=b.score").await;
+    assert!(b.body.contains("2 bisects match the filters"), "{}", b.body);
+    let demo = get(&f, "/bisects?testcase=demo&repository=linux").await;
+    assert!(
+        demo.body.contains("5 bisects match the filters"),
+        "{}",
+        demo.body
+    );
+    let other = get(&f, "/bisects?testcase=other").await;
+    assert!(other.body.contains("No bisects match these filters"));
+}
+
+#[tokio::test]
 async fn a_bisect_page_shows_samples_verdicts_and_the_culprit() {
     let f = fixture().await;
     let id = seed_bisect(&f.db, "linux", "found", 3).await;
