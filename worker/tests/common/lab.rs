@@ -349,13 +349,19 @@ set_working_mc 0x20
             .expect("ipmitool")
     }
 
-    /// The power actions the chassis saw (`power 0`, `power 1`, `reset 1`).
+    /// The power actions the chassis saw (`power 0`, `power 1`, `reset 1`), an action
+    /// repeated at once counted once: a command the BMC is slow to answer (starting or
+    /// stopping the VM on a loaded machine) is sent again by ipmitool, which the driver runs
+    /// with `-N 2 -R 3` (a retransmit after 2 s without an answer), and the chassis then sees
+    /// it twice ("power 1", "power 1" at the lab's start; "power 0" twice in a cycle).
     pub fn power_log(&self) -> Vec<String> {
-        std::fs::read_to_string(self.path().join("power.log"))
+        let mut seen: Vec<String> = std::fs::read_to_string(self.path().join("power.log"))
             .unwrap_or_default()
             .lines()
             .map(str::to_string)
-            .collect()
+            .collect();
+        seen.dedup();
+        seen
     }
 
     pub fn console(&self) -> String {
