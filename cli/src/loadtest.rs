@@ -206,7 +206,13 @@ pub(crate) struct Fleet {
     complete: Latencies,
     repos: Vec<Arc<Repo>>,
     errors: Mutex<Vec<String>>,
+    /// `/metrics` as it was `START_UP` after the hosts began to poll.
+    early: Mutex<Option<String>>,
 }
+
+/// The hosts' start: all of them poll at once, and every task then ends at about the same
+/// time. The fleet's claims are also shown without what this start observed.
+const START_UP: Duration = Duration::from_secs(10);
 
 impl Fleet {
     fn new(base: &str, run: Duration, repos: Vec<Arc<Repo>>) -> Arc<Fleet> {
@@ -225,6 +231,7 @@ impl Fleet {
             complete: Latencies::default(),
             repos,
             errors: Mutex::default(),
+            early: Mutex::default(),
         })
     }
 
@@ -415,34 +422,97 @@ fn rss_mb(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// A histogram as `/metrics` shows it: cumulative buckets (upper bound, count), sum, count.
+#[derive(Debug, Clone, Default)]
+struct Hist {
+    buckets: Vec<(f64, u64)>,
+    sum: f64,
+    count: u64,
+}
+
+impl Hist {
+    fn parse(text: &str, name: &str) -> anyhow::Result<Hist> {
+        let mut h = Hist::default();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix(&format!("perfbisect_{name}_bucket{{le=\"")) {
+                let (le, n) = rest.split_once("\"} ").context("bucket line")?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse()?
+                };
+                h.buckets.push((le, n.trim().parse()?));
+            } else if let Some(v) = line.strip_prefix(&format!("perfbisect_{name}_sum ")) {
+                h.sum = v.trim().parse()?;
+            } else if let Some(v) = line.strip_prefix(&format!("perfbisect_{name}_count ")) {
+                h.count = v.trim().parse()?;
+            }
+        }
+        Ok(h)
+    }
+
+    /// What was observed since `earlier` (a scrape of the same histogram).
+    fn since(&self, earlier: &Hist) -> Hist {
+        Hist {
+            buckets: self
+                .buckets
+                .iter()
+                .map(|&(le, n)| {
+                    let before = earlier
+                        .buckets
+                        .iter()
+                        .find(|b| b.0 == le)
+                        .map_or(0, |b| b.1);
+                    (le, n.saturating_sub(before))
+                })
+                .collect(),
+            sum: self.sum - earlier.sum,
+            count: self.count.saturating_sub(earlier.count),
+        }
+    }
+
+    /// Quantile `q` (the upper bound of the bucket it falls in).
+    fn quantile(&self, q: f64) -> Option<f64> {
+        let want = ((self.count as f64 * q).ceil() as u64).max(1);
+        self.buckets.iter().find(|(_, n)| *n >= want).map(|b| b.0)
+    }
+
+    fn mean(&self) -> f64 {
+        if self.count > 0 {
+            self.sum / self.count as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// "p99 <= …, (p50 <= …, p90 <= …), mean …".
+    fn describe(&self) -> String {
+        let bucket = |v: Option<f64>| {
+            v.map(|v| format!("{:.1} ms", v * 1000.0))
+                .unwrap_or("-".into())
+        };
+        format!(
+            "p99 <= {} (p50 <= {}, p90 <= {}), mean {:.1} ms",
+            bucket(self.quantile(0.99)),
+            bucket(self.quantile(0.5)),
+            bucket(self.quantile(0.9)),
+            self.mean() * 1000.0
+        )
+    }
+}
+
+async fn metrics_text(api: &Api) -> anyhow::Result<String> {
+    Ok(reqwest::get(format!("{}/metrics", api.base()))
+        .await?
+        .text()
+        .await?)
+}
+
 /// Quantile `q` of a histogram in `/metrics` (the upper bound of the bucket it falls in),
 /// with the mean and the count.
 async fn histogram(api: &Api, name: &str, q: f64) -> anyhow::Result<(Option<f64>, f64, u64)> {
-    let text = reqwest::get(format!("{}/metrics", api.base()))
-        .await?
-        .text()
-        .await?;
-    let mut buckets: Vec<(f64, u64)> = Vec::new();
-    let (mut sum, mut count) = (0.0, 0u64);
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix(&format!("perfbisect_{name}_bucket{{le=\"")) {
-            let (le, n) = rest.split_once("\"} ").context("bucket line")?;
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse()?
-            };
-            buckets.push((le, n.trim().parse()?));
-        } else if let Some(v) = line.strip_prefix(&format!("perfbisect_{name}_sum ")) {
-            sum = v.trim().parse()?;
-        } else if let Some(v) = line.strip_prefix(&format!("perfbisect_{name}_count ")) {
-            count = v.trim().parse()?;
-        }
-    }
-    let want = (count as f64 * q).ceil() as u64;
-    let at = buckets.iter().find(|(_, n)| *n >= want.max(1)).map(|b| b.0);
-    let mean = if count > 0 { sum / count as f64 } else { 0.0 };
-    Ok((at, mean, count))
+    let h = Hist::parse(&metrics_text(api).await?, name)?;
+    Ok((h.quantile(q), h.mean(), h.count))
 }
 
 async fn submit(api: &Api, repo: &str, group: &str) -> anyhow::Result<(i64, Duration)> {
@@ -701,7 +771,17 @@ pub(crate) async fn small(
     }
     let started = Instant::now();
     let handles = spawn_hosts(&fleet, registered);
+    let early = {
+        let (fleet, api) = (fleet.clone(), s.api.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(START_UP).await;
+            if let Ok(text) = metrics_text(&api).await {
+                *fleet.early.lock().expect("early") = Some(text);
+            }
+        })
+    };
     let done = wait_all(&s.api, &ids, Duration::from_secs(args.limit_secs), || {}).await;
+    early.abort();
     let took = started.elapsed();
     stop_hosts(&fleet, handles).await;
     let done = done?;
@@ -731,35 +811,37 @@ async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<(
     let (done, fleet, mut s, _) = small(args, "fleet", args.bisects, args.hosts).await?;
     let runs: Vec<usize> = done.iter().map(|b| b.runs_done).collect();
     let mean = runs.iter().sum::<usize>() as f64 / runs.len().max(1) as f64;
-    let (claim_p99, claim_mean, n) = histogram(&s.api, "claim_seconds", 0.99).await?;
-    let (claim_p50, _, _) = histogram(&s.api, "claim_seconds", 0.5).await?;
-    let (claim_p90, _, _) = histogram(&s.api, "claim_seconds", 0.9).await?;
-    let bucket = |v: Option<f64>| {
-        v.map(|v| format!("{:.1} ms", v * 1000.0))
-            .unwrap_or("-".into())
-    };
-    println!(
-        "  claim p99 <= {} (p50 <= {}, p90 <= {}), mean {:.1} ms over {n} claims (server side: connection wait and statement, not the long-poll wait)   [target <= 50 ms]",
-        bucket(claim_p99),
-        bucket(claim_p50),
-        bucket(claim_p90),
-        claim_mean * 1000.0,
-    );
-    // The same claims in their two parts (each part's quantiles on their own).
-    for (part, name) in [
-        ("connection wait", "claim_acquire_seconds"),
-        ("statement", "claim_statement_seconds"),
-    ] {
-        let (p99, mean, _) = histogram(&s.api, name, 0.99).await?;
-        let (p50, _, _) = histogram(&s.api, name, 0.5).await?;
-        let (p90, _, _) = histogram(&s.api, name, 0.9).await?;
-        println!(
-            "    of which {part}: p99 <= {} (p50 <= {}, p90 <= {}), mean {:.1} ms",
-            bucket(p99),
-            bucket(p50),
-            bucket(p90),
-            mean * 1000.0,
-        );
+    let text = metrics_text(&s.api).await?;
+    let early = fleet.early.lock().expect("early").clone();
+    let parts = [
+        ("claim_seconds", "claim"),
+        ("claim_acquire_seconds", "  of which connection wait:"),
+        ("claim_statement_seconds", "  of which statement:"),
+    ];
+    for (name, what) in parts {
+        let h = Hist::parse(&text, name)?;
+        if name == "claim_seconds" {
+            println!(
+                "  claim {} over {} claims (server side: connection wait and statement, not the long-poll wait)   [target <= 50 ms]",
+                h.describe(),
+                h.count
+            );
+        } else {
+            println!("  {what} {}", h.describe());
+        }
+    }
+    // The same without the start, when every host polled at once (each part on its own).
+    if let Some(early) = early {
+        for (name, what) in parts {
+            let h = Hist::parse(&text, name)?.since(&Hist::parse(&early, name)?);
+            println!(
+                "  {} after the first {} s: {} over {} claims",
+                what.trim(),
+                START_UP.as_secs(),
+                h.describe(),
+                h.count
+            );
+        }
     }
     let mut expired = 0;
     for b in &done {

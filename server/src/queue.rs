@@ -11,7 +11,8 @@ use tokio::sync::Notify;
 
 pub use crate::store::queue::{CHANNEL, ClaimedTask};
 
-/// How often a long-polling claim looks again without a notification.
+/// How often a long-polling claim looks again without a notification (at most; see
+/// `claim_wait`).
 const FALLBACK_LOOK: Duration = Duration::from_secs(10);
 
 /// This replica's long-polling claims, woken per host group: `n` tasks queued for a group
@@ -83,6 +84,12 @@ pub async fn claim_wait(
     host_group: &str,
     wait: Duration,
 ) -> sqlx::Result<Option<ClaimedTask>> {
+    // Hosts that began to poll together (a lab's start, a server's restart) would otherwise
+    // look together for good: every fallback look and every new long poll of a thousand
+    // hosts at the same instant, each waiting for one of the pool's connections (the claim
+    // p99 of the fleet loadtest). A long poll ends somewhere in its last fifth, and each
+    // fallback look comes after a random half to whole `FALLBACK_LOOK`.
+    let wait = wait.mul_f64(rand::random_range(0.8..=1.0));
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         // Register interest before looking, so a NOTIFY between the look and the wait is not lost.
@@ -100,7 +107,7 @@ pub async fn claim_wait(
         // Notifications wake the waiters (and every waiter after the listener reconnects), so
         // this look again is only a fallback. It is not short: a thousand idle hosts looking
         // every 2 s cost 500 empty claims a second, which slowed the claims that find work.
-        let nap = (deadline - now).min(FALLBACK_LOOK);
+        let nap = (deadline - now).min(FALLBACK_LOOK.mul_f64(rand::random_range(0.5..=1.0)));
         let _ = tokio::time::timeout(nap, notified).await;
     }
 }
