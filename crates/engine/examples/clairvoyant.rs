@@ -5,11 +5,14 @@
 //! no verification is counted.
 //!
 //! cargo run --release -p perfbisect-engine --example clairvoyant -- [cv] [step] [conf] [mode]
-//! mode: couples (culprit and parent only), four (both endpoints too) or ladder (culprit and
+//! [noise ratio]
+//! mode: couples (culprit and parent only), weighted (the same, runs in proportion to each
+//! side's noise), four (both endpoints too) or ladder (culprit and
 //! parent, and in turn one of the endpoints and the commits 2, 4, 8, ... away on either
 //! side, which cut the rest of the range into groups of hypotheses that the couple alone
 //! cannot tell apart), or greedy (each run where a noiseless sample would raise the
-//! culprit's probability most, among those points)
+//! culprit's probability most, among those points). The noise ratio (default 1) multiplies
+//! the noise of the culprit and everything after it: bisect-sim's noise-change cell is 2.
 
 use perfbisect_engine::synth::{self, Shape};
 use perfbisect_engine::{Evidence, Point, Settings, decide_explained};
@@ -22,6 +25,7 @@ fn main() {
     let step: f64 = a.get(1).map_or(0.03, |s| s.parse().expect("step"));
     let conf: f64 = a.get(2).map_or(0.99, |s| s.parse().expect("conf"));
     let mode = a.get(3).map_or("couples", String::as_str);
+    let ratio: f64 = a.get(4).map_or(1.0, |s| s.parse().expect("noise ratio"));
     let graph = synth::graph(Shape::linear(1000), 1);
     let c = 500;
     let settings = Settings {
@@ -45,6 +49,14 @@ fn main() {
         }
         let points: Vec<(Point, f64)> = match mode {
             "four" => [couple.to_vec(), ladder[..2].to_vec()].concat(),
+            // Runs in proportion to each side's noise (what minimises the variance of the
+            // difference): the culprit `ratio` times per parent run.
+            "weighted" => std::iter::once(couple[0])
+                .chain(std::iter::repeat_n(
+                    couple[1],
+                    ratio.round().max(1.0) as usize,
+                ))
+                .collect(),
             "ladder" => {
                 // A couple, then one ladder point, in turn.
                 let mut v = Vec::new();
@@ -83,10 +95,16 @@ fn main() {
                 points[n % points.len()]
             };
             let z: f64 = StandardNormal.sample(&mut rng);
+            // The changed side is the one at the bad level.
+            let sd = if (level - lo).abs() > 0.0 {
+                cv * ratio
+            } else {
+                cv
+            };
             ev.samples
                 .entry(p)
                 .or_default()
-                .push(level * (1.0 + cv * z));
+                .push(level * (1.0 + sd * z));
             n += 1;
             if n >= 4 {
                 let pc = p_of(&ev);
@@ -98,7 +116,7 @@ fn main() {
         total += n as f64;
     }
     println!(
-        "cv {cv} step {step} conf {conf} {mode}: mean runs until P(culprit) >= conf: {:.1}",
+        "cv {cv} step {step} conf {conf} {mode} noise ratio {ratio}: mean runs until P(culprit) >= conf: {:.1}",
         total / trials as f64
     );
 }

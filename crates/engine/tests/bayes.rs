@@ -731,3 +731,22 @@ fn a_step_read_within_its_noise_predicts_what_a_change_of_interest_costs() {
     );
     assert!(predicted as f64 > f64::from(t.runs - used), "{t:?}");
 }
+
+#[test]
+fn wild_runs_do_not_keep_a_settled_culprit_under_the_partial_step_check() {
+    // bisect-sim's `noise=outliers` cell (CV 2%, one run in twenty 20-100% slow), seed 12:
+    // the culprit c657 held P 1.0000 from run 165 on, yet the partial-step check judged its
+    // parents' robust levels with the plain noise (9-13%, the wild runs in it) and measured
+    // on for 345 runs of 475.
+    let seed = 12;
+    let (mut w, culprit) = sim_cell_world(seed, 0.02, 0.0);
+    w.noise = Noise::Outliers { cv: 0.02 };
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    let t = run_trial(&w, &settings, seed);
+    assert_eq!(t.named(), vec![culprit], "{t:?}");
+    let check = t.phase_runs[4];
+    assert!(check <= 40, "the predictive check took {check} runs: {t:?}");
+}
