@@ -136,6 +136,18 @@ pub(crate) struct Belief {
     pub noise: f64,
     /// The noise the search works against, after robust weighting (for predictions).
     pub effective_noise: f64,
+    /// The noise the search plans and judges robust levels with: `effective_noise`, or the
+    /// plain `noise` where the endpoints show the sides' noises differ (by their standard
+    /// deviations and by their median absolute deviations, which a few wild runs do not
+    /// move). With the plain noise, 5% of runs 20–100% slow made the noise read 9–13% at
+    /// CV 2%: every verification chunk asked for 9 couples where 3 settle most culprits,
+    /// and the partial-step check held a culprit at P 1.0000 for 345 runs. (Sizing search
+    /// requests with it too saved 5 runs in that cell but took twice the rounds and builds,
+    /// and a tripled noise then named a spurious second change: not done.)
+    /// Where the sides differ, a quiet and a noisier side read as heavy tails whose robust
+    /// scale is the quiet side's; judged with it, a tripled noise named spurious second
+    /// changes.
+    pub planning_noise: f64,
     /// Samples used.
     pub samples: usize,
     /// Tail index of the noise model chosen (Student-t degrees of freedom; None: Gaussian).
@@ -798,6 +810,13 @@ pub(crate) fn belief(
     } else {
         noise
     };
+    let sides_differ = fixed.is_none()
+        && noise_ratio.is_some()
+        && good_i
+            .zip(bad_i)
+            .and_then(|(g, b)| noise_ratio_by(&zs[g], &zs[b], Scale::Mad))
+            .is_some();
+    let planning_noise = if sides_differ { noise } else { effective_noise };
     let ranked = ranked(&p, 64);
     Belief {
         p,
@@ -806,6 +825,7 @@ pub(crate) fn belief(
         change,
         noise,
         effective_noise,
+        planning_noise,
         samples,
         tail,
         ranked,
@@ -907,7 +927,7 @@ fn assess(graph: &CandidateGraph, ev: &Evidence, b: &Belief, conf: f64) -> Vec<A
 /// Pairs a verification is expected to need for a change of `d` noise units (a step of the
 /// e-value test, for sizing requests; the test itself may stop at any time).
 fn verify_pairs(b: &Belief) -> usize {
-    verify_pairs_for(b).max(min_pairs(b))
+    verify_pairs_for(b, b.noise).max(min_pairs(b))
 }
 
 /// Couples a verification needs at the least: 3, or 2 for a metric whose runs have shown
@@ -923,14 +943,15 @@ fn verify_chunk(b: &Belief, have: usize) -> u32 {
     if b.noise <= 0.0 {
         return min_pairs(b).saturating_sub(have).max(1) as u32;
     }
-    (verify_pairs(b) as f64 * VERIFY_CHUNK)
-        .ceil()
-        .max(min_pairs(b) as f64) as u32
+    // Sized at the planning noise: the chunk sets only how many couples are asked for at
+    // once, never what they prove.
+    let need = verify_pairs_for(b, b.planning_noise).max(min_pairs(b));
+    (need as f64 * VERIFY_CHUNK).ceil().max(min_pairs(b) as f64) as u32
 }
 
-fn verify_pairs_for(b: &Belief) -> usize {
-    let d = if b.noise > 0.0 {
-        (b.change / b.noise).abs()
+fn verify_pairs_for(b: &Belief, noise: f64) -> usize {
+    let d = if noise > 0.0 {
+        (b.change / noise).abs()
     } else {
         10.0
     };
@@ -1388,7 +1409,6 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
 /// surely below `of_interest` (see [`PARTIAL_PRECISION`]) raises no doubt.
 fn partial_step(
     graph: &CandidateGraph,
-    ev: &Evidence,
     k: usize,
     b: &Belief,
     of_interest: f64,
@@ -1403,17 +1423,8 @@ fn partial_step(
     // Means are relative to the median of all samples; the noise is relative to the good
     // level: both near 1 for the changes a bisect looks at. The means are the robust
     // (Student-t weighted) levels and their counts are weights, so their standard error is
-    // the robust scale's: with the plain standard deviation, 5% of runs 20–100% slow made
-    // the noise read 9–13% at CV 2%, and the check held a culprit at P 1.0000 for 350 runs
-    // (bisect-sim's outlier cell spent 36 runs a bisect on it, against 6 for clean noise).
-    // Where the endpoints show the sides' noises differ (also by their median absolute
-    // deviations, which a few wild runs do not move), the plain noise stays: the mixture of
-    // a quiet and a noisier side reads as heavy tails, whose robust scale is the quiet
-    // side's, and at CV 2% with a tripled noise that named a second, spurious change.
-    let differ = b.noise_ratio.is_some()
-        && noise_ratio_by(ev.at(Point::Good), ev.at(bad_point), Scale::Mad).is_some();
-    let noise = if differ { b.noise } else { b.effective_noise };
-    let sigma = noise * (1.0 + good).abs();
+    // the robust scale's (see `Belief::planning_noise`).
+    let sigma = b.planning_noise * (1.0 + good).abs();
     let delta = bad - good;
     if sigma <= 0.0 || !sigma.is_finite() || delta == 0.0 {
         return none;
@@ -2016,7 +2027,7 @@ fn decide_with(
             // a merge, another change below or above) means k's step is only part of the
             // range's change, so k alone is not the answer: that point and its endpoint are
             // measured again, and the search goes on where a further step would be.
-            let (p_partial, worst, reference) = partial_step(graph, ev, k, b, of_interest);
+            let (p_partial, worst, reference) = partial_step(graph, k, b, of_interest);
             let partial_ok = p_partial <= PARTIAL_DOUBT;
             if second.no_change >= SIDE_CLEAR && holds && partial_ok {
                 findings.changes = vec![one_step()];

@@ -734,19 +734,28 @@ fn a_step_read_within_its_noise_predicts_what_a_change_of_interest_costs() {
 
 #[test]
 fn wild_runs_do_not_keep_a_settled_culprit_under_the_partial_step_check() {
-    // bisect-sim's `noise=outliers` cell (CV 2%, one run in twenty 20-100% slow), seed 12:
-    // the culprit c657 held P 1.0000 from run 165 on, yet the partial-step check judged its
-    // parents' robust levels with the plain noise (9-13%, the wild runs in it) and measured
-    // on for 345 runs of 475.
-    let seed = 12;
-    let (mut w, culprit) = sim_cell_world(seed, 0.02, 0.0);
-    w.noise = Noise::Outliers { cv: 0.02 };
+    // bisect-sim's `noise=outliers` cell (CV 2%, one run in twenty 20-100% slow). The
+    // partial-step check judged the robust levels of the culprit's parents with the plain
+    // noise (9-13%, the wild runs in it): seed 12 held c657 at P 1.0000 for 345 runs, and the
+    // check's search averaged 36.5 runs a bisect over 400 (5.5 for clean noise).
     let settings = Settings {
         max_runs: 2000,
         ..Settings::default()
     };
-    let t = run_trial(&w, &settings, seed);
-    assert_eq!(t.named(), vec![culprit], "{t:?}");
-    let check = t.phase_runs[4];
-    assert!(check <= 40, "the predictive check took {check} runs: {t:?}");
+    let seeds = 1..=24u64;
+    let mut check = 0;
+    for seed in seeds.clone() {
+        let (mut w, culprit) = sim_cell_world(seed, 0.02, 0.0);
+        w.noise = Noise::Outliers { cv: 0.02 };
+        let t = run_trial(&w, &settings, seed);
+        if !matches!(t.outcome, Outcome::Inconclusive { .. }) {
+            assert_eq!(t.named(), vec![culprit], "seed {seed}: {t:?}");
+        }
+        check += t.phase_runs[4];
+    }
+    let mean = f64::from(check) / seeds.count() as f64;
+    assert!(
+        mean <= 15.0,
+        "the predictive check took {mean:.1} runs a bisect"
+    );
 }
