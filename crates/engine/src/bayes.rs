@@ -66,6 +66,12 @@ const VERIFY_TAU: f64 = 1.0;
 /// Bounds on the known-noise mixture's prior scale when it follows the measured step.
 const VERIFY_TAU_MIN: f64 = 0.2;
 const VERIFY_TAU_MAX: f64 = 3.0;
+/// How much wider than the core the wild runs' normal is (see `fit_wild`).
+const WILD_SPREAD: f64 = 10.0;
+/// What the wild-runs fit is tempered by beyond the core's share.
+const WILD_TEMPER: f64 = 0.85;
+/// The largest fraction of wild runs fitted.
+const WILD_MAX: f64 = 0.25;
 /// At the run cap, a step below [`smallest_of_interest`] ends "not reproduced" while "no
 /// change" keeps at least this probability.
 const OF_INTEREST_FLOOR: f64 = 0.01;
@@ -152,6 +158,9 @@ pub(crate) struct Belief {
     pub samples: usize,
     /// Tail index of the noise model chosen (Student-t degrees of freedom; None: Gaussian).
     pub tail: Option<f64>,
+    /// The fraction of wild runs, when the noise model chosen is a Gaussian core with a few
+    /// wild runs.
+    pub wild: Option<f64>,
     /// The most probable candidates (up to 64), by decreasing probability.
     pub ranked: Vec<(usize, f64)>,
     /// Per candidate, which measured points descend from it (an id: equal ids, equal sets).
@@ -365,6 +374,47 @@ fn fit_scale(r: &[f64], nu: Option<f64>, start: f64) -> (f64, f64) {
     }
 }
 
+/// The noise shape `robust_weights` chose.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Tail {
+    Gaussian,
+    StudentT(f64),
+    /// A Gaussian core and this fraction of wild runs.
+    Wild(f64),
+}
+
+/// A Gaussian core with a fraction ε of wild runs (a normal [`WILD_SPREAD`] times wider),
+/// fitted by EM from `start`: the log-likelihood, the core's scale and ε.
+fn fit_wild(r: &[f64], start: f64) -> (f64, f64, f64) {
+    let n = r.len() as f64;
+    let (mut s2, mut eps) = (start * start, 0.05);
+    let k2 = WILD_SPREAD * WILD_SPREAD;
+    let dens =
+        |x: f64, v: f64| (-x * x / (2.0 * v)).exp() / (2.0 * std::f64::consts::PI * v).sqrt();
+    let core = |x: f64, s2: f64, eps: f64| {
+        let a = (1.0 - eps) * dens(x, s2);
+        let b = eps * dens(x, k2 * s2);
+        (a / (a + b).max(1e-300), (a + b).max(1e-300))
+    };
+    for _ in 0..100 {
+        let (mut g, mut gx2) = (0.0, 0.0);
+        for &x in r {
+            let (w, _) = core(x, s2, eps);
+            g += w;
+            gx2 += w * x * x;
+        }
+        let next = (gx2 / g.max(1e-300)).max(s2 * 1e-6);
+        let next_eps = (1.0 - g / n).clamp(1e-4, WILD_MAX);
+        let done = (next - s2).abs() <= 1e-7 * s2 && (next_eps - eps).abs() < 1e-6;
+        (s2, eps) = (next, next_eps);
+        if done {
+            break;
+        }
+    }
+    let ll = r.iter().map(|&x| core(x, s2, eps).1.ln()).sum();
+    (ll, s2.sqrt(), eps)
+}
+
 /// Robustness weights for every sample of every point (same shape as `zs`), the scale of
 /// the noise, and the tail index chosen (None: Gaussian).
 ///
@@ -377,7 +427,7 @@ fn robust_weights(
     zs: &[Vec<f64>],
     good: Option<usize>,
     bad: Option<usize>,
-) -> (Vec<Vec<f64>>, f64, Option<f64>) {
+) -> (Vec<Vec<f64>>, f64, Tail) {
     let endpoint_median = |i: Option<usize>| {
         i.filter(|&i| !zs[i].is_empty())
             .map(|i| median(&mut zs[i].clone()))
@@ -432,7 +482,7 @@ fn robust_weights(
     if mad <= 0.0 || !mad.is_finite() {
         // Identical samples (a deterministic metric): every weight 1.
         let rms = (fit.iter().map(|x| x * x).sum::<f64>() / fit.len().max(1) as f64).sqrt();
-        return (ones(), rms, None);
+        return (ones(), rms, Tail::Gaussian);
     }
     let choices: &[Option<f64>] = if fit.len() >= 20 {
         &[None, Some(10.0), Some(5.0), Some(3.0)]
@@ -447,15 +497,38 @@ fn robust_weights(
             (nu, best, scale) = (c, ll - 2.0 * step as f64, sc);
         }
     }
+    // A clean core with a few wild runs (a slow run now and then) must beat the best of
+    // those as clearly again: Student-t down-weights every run a little and its fit is
+    // tempered to (ν+1)/(ν+3) of the runs' information (0.67 at ν = 3); the core keeps
+    // nearly all of it.
+    if fit.len() >= 20 {
+        let (ll, sc, eps) = fit_wild(&fit, mad);
+        if ll - 2.0 * choices.len() as f64 > best {
+            let (s2, k2) = (sc * sc, WILD_SPREAD * WILD_SPREAD);
+            let weights = residuals
+                .iter()
+                .map(|v| {
+                    v.iter()
+                        .map(|r| {
+                            let a = (1.0 - eps) * (-r * r / (2.0 * s2)).exp();
+                            let b = eps / WILD_SPREAD * (-r * r / (2.0 * k2 * s2)).exp();
+                            a / (a + b).max(1e-300)
+                        })
+                        .collect()
+                })
+                .collect();
+            return (weights, sc, Tail::Wild(eps));
+        }
+    }
     let Some(nu) = nu else {
-        return (ones(), scale, None);
+        return (ones(), scale, Tail::Gaussian);
     };
     let s2 = scale * scale;
     let weights = residuals
         .iter()
         .map(|v| v.iter().map(|r| (nu + 1.0) / (nu + r * r / s2)).collect())
         .collect();
-    (weights, scale, Some(nu))
+    (weights, scale, Tail::StudentT(nu))
 }
 
 /// The bad endpoint's noise variance over the good one's (at least
@@ -562,7 +635,12 @@ pub(crate) fn belief(
     let bad_i = points
         .iter()
         .position(|&p| p == Point::Candidate(graph.bad()));
-    let (weights, scale, tail) = robust_weights(&zs, good_i, bad_i);
+    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i);
+    let (tail, wild) = match shape {
+        Tail::Gaussian => (None, None),
+        Tail::StudentT(nu) => (Some(nu), None),
+        Tail::Wild(eps) => (None, Some(eps)),
+    };
     let stats: Vec<Stats> = zs
         .iter()
         .zip(&weights)
@@ -587,7 +665,7 @@ pub(crate) fn belief(
     // one pooled noise, the noisier side looked like a further step: the predictive check
     // spent 5× the runs of a clean bisect on it).
     let stats: Vec<Stats> = match (fixed, noise_ratio) {
-        (Some(f), Some(r2)) if tail.is_none() => stats
+        (Some(f), Some(r2)) if shape == Tail::Gaussian => stats
             .into_iter()
             .zip(&points)
             .map(|(st, p)| match p {
@@ -669,7 +747,14 @@ pub(crate) fn belief(
     // With Student-t weights held fixed, the weighted Gaussian likelihood is sharper than the
     // t likelihood it stands for: its information per sample is 1/s² where the t model's is
     // (ν+1)/((ν+3)s²). Temper the fit by that ratio so the posterior stays calibrated.
-    let temper = tail.map_or(1.0, |nu| (nu + 1.0) / (nu + 3.0));
+    // With a clean core and wild runs, the weights are near 1 or near 0: the fit counts
+    // every run, the wild ones as if they had no residual, so it is tempered to the core's
+    // share.
+    let temper = match shape {
+        Tail::Gaussian => 1.0,
+        Tail::StudentT(nu) => (nu + 1.0) / (nu + 3.0),
+        Tail::Wild(eps) => (1.0 - eps) * WILD_TEMPER,
+    };
     let power = temper * (count - groups).max(0.0) / 2.0;
     let floor = 1e-18 * count.max(1.0);
     let scale2 = (scale * scale).max(1e-12);
@@ -828,6 +913,7 @@ pub(crate) fn belief(
         planning_noise,
         samples,
         tail,
+        wild,
         ranked,
         signature: sig_of,
         means,
@@ -885,9 +971,10 @@ fn describe(graph: &CandidateGraph, b: &Belief) -> String {
         b.no_change,
         100.0 * b.change,
         100.0 * b.noise,
-        match b.tail {
-            None => "gaussian".to_string(),
-            Some(nu) => format!("student-t {nu}"),
+        match (b.tail, b.wild) {
+            (Some(nu), _) => format!("student-t {nu}"),
+            (None, Some(eps)) => format!("gaussian, {:.0}% wild runs", 100.0 * eps),
+            (None, None) => "gaussian".to_string(),
         },
         b.samples
     );
@@ -2333,6 +2420,63 @@ fn decide_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clean_core_with_wild_runs_is_told_from_heavy_tails() {
+        use rand::{Rng, SeedableRng, rngs::StdRng};
+        use rand_distr::{Distribution, StandardNormal, StudentT};
+        let mut rng = StdRng::seed_from_u64(7);
+        // Eight points of 12 runs: CV 2% with one run in twenty 20-100% slow.
+        let wild: Vec<Vec<f64>> = (0..8)
+            .map(|_| {
+                (0..12)
+                    .map(|_| {
+                        let z: f64 = StandardNormal.sample(&mut rng);
+                        let slow = if rng.random::<f64>() < 0.05 {
+                            0.2 + 0.8 * rng.random::<f64>()
+                        } else {
+                            0.0
+                        };
+                        0.02 * z + slow
+                    })
+                    .collect()
+            })
+            .collect();
+        let (weights, scale, shape) = robust_weights(&wild, Some(0), Some(1));
+        let Tail::Wild(eps) = shape else {
+            panic!("chose {shape:?}");
+        };
+        assert!((0.01..0.15).contains(&eps), "wild share {eps}");
+        assert!((0.015..0.025).contains(&scale), "scale {scale}");
+        for (v, w) in wild.iter().flatten().zip(weights.iter().flatten()) {
+            if *v > 0.15 {
+                assert!(*w < 0.01, "a wild run {v} weighs {w}");
+            } else if v.abs() < 0.03 {
+                // Residuals are from each point's median: 0.03 may lie 2.5σ from it.
+                assert!(*w > 0.8, "a core run {v} weighs {w}");
+            }
+        }
+        // Student-t noise (3 degrees of freedom) stays Student-t: its fit is tempered more.
+        let t3 = StudentT::new(3.0).expect("t3");
+        let heavy: Vec<Vec<f64>> = (0..8)
+            .map(|_| (0..12).map(|_| 0.02 * t3.sample(&mut rng)).collect())
+            .collect();
+        let (_, _, shape) = robust_weights(&heavy, Some(0), Some(1));
+        assert!(matches!(shape, Tail::StudentT(_)), "chose {shape:?}");
+        // Gaussian noise stays Gaussian.
+        let clean: Vec<Vec<f64>> = (0..8)
+            .map(|_| {
+                (0..12)
+                    .map(|_| {
+                        let z: f64 = StandardNormal.sample(&mut rng);
+                        0.02 * z
+                    })
+                    .collect()
+            })
+            .collect();
+        let (_, _, shape) = robust_weights(&clean, Some(0), Some(1));
+        assert_eq!(shape, Tail::Gaussian);
+    }
 
     #[test]
     fn the_noise_ratio_is_used_only_when_the_endpoints_show_it() {
