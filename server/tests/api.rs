@@ -1070,3 +1070,82 @@ async fn a_tag_moved_on_the_remote_is_resolved_where_it_is_now() {
         git(&f.repo, &["rev-parse", "v5"])
     );
 }
+
+/// A worker token replaced while its long poll waits claims nothing from then on: every look
+/// of the poll checks the token in its own statement, so the task queued after the
+/// replacement goes to the new token, and the old poll ends with 401.
+#[tokio::test]
+async fn a_token_replaced_during_a_long_poll_claims_nothing_after() {
+    let f = with_repo().await;
+    let (s, reg) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h1", "host_group": "g"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{reg}");
+    let old = reg["token"].as_str().unwrap().to_string();
+    let old_hash = perfbisect_server::auth::hash_token(&old);
+    let poll = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&old),
+        Some(json!({"wait_secs": 60})),
+    );
+    let replace = async {
+        // The poll has looked once (and found the queue empty) when its group is known.
+        while f.state.task_queued.group_of(&old_hash).is_none() {
+            tokio::task::yield_now().await;
+        }
+        let (s, v) = call(
+            &f,
+            "POST",
+            "/api/v1/worker/register",
+            Some(ENROLL),
+            Some(json!({"name": "h1", "host_group": "g", "previous_token": old})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let new = v["token"].as_str().unwrap().to_string();
+        let (s, v) = call(
+            &f,
+            "POST",
+            "/api/v1/bisects",
+            Some(TOKEN),
+            Some(submit_body("v1", "v5")),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        // Wake the waiting poll at once, as the task listener would.
+        f.state.task_queued.queued("g", 1);
+        new
+    };
+    let ((s, v), new) = tokio::join!(poll, replace);
+    assert_eq!(
+        s,
+        StatusCode::UNAUTHORIZED,
+        "the replaced token claimed: {v}"
+    );
+    let running: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE state = 'running'")
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(running, 0);
+    // The new token gets the task, with its job, metric and no runs stored yet.
+    let (s, task) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&new),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    assert_eq!(task["metric"], json!("t.x"));
+    assert_eq!(task["job"]["testcase"], json!("t"));
+    assert_eq!(task["repository_url"], json!(f.repo.display().to_string()));
+    assert_eq!(task["done_iterations"], json!([]));
+}
