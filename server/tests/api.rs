@@ -1149,3 +1149,53 @@ async fn a_token_replaced_during_a_long_poll_claims_nothing_after() {
     assert_eq!(task["repository_url"], json!(f.repo.display().to_string()));
     assert_eq!(task["done_iterations"], json!([]));
 }
+
+/// The candidate graph goes in as a binary COPY and comes back as it went in: the good
+/// endpoint without parents, a merge with two candidate parents, a first parent outside.
+#[tokio::test]
+async fn the_candidate_graph_is_stored_as_walked() {
+    use perfbisect_server::git::{CandidateCommit, Range};
+    let f = fixture().await;
+    let commit = |sha: &str, parents: Vec<usize>, outside: bool| CandidateCommit {
+        sha: sha.into(),
+        parents,
+        first_parent_outside: outside,
+        subject: String::new(),
+        author: String::new(),
+    };
+    let range = Range {
+        good: "g".repeat(40),
+        bad: "d".repeat(40),
+        merge_base_note: None,
+        candidates: vec![
+            commit(&"a".repeat(40), vec![], false),
+            commit(&"b".repeat(40), vec![0], true),
+            commit(&"c".repeat(40), vec![0], false),
+            commit(&"d".repeat(40), vec![1, 2], false),
+        ],
+        good_subject: String::new(),
+        good_author: String::new(),
+    };
+    let mut tx = f.state.db.begin().await.unwrap();
+    perfbisect_server::store::candidates::insert(&mut tx, 424242, &range)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let rows = perfbisect_server::store::candidates::graph(&f.state.db, 424242)
+        .await
+        .unwrap();
+    let got: Vec<(i32, String, Vec<i32>, bool)> = rows
+        .into_iter()
+        .map(|r| (r.idx, r.sha, r.parents, r.first_parent_outside))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (-1, "g".repeat(40), vec![], false),
+            (0, "a".repeat(40), vec![], false),
+            (1, "b".repeat(40), vec![0], true),
+            (2, "c".repeat(40), vec![0], false),
+            (3, "d".repeat(40), vec![1, 2], false),
+        ]
+    );
+}
