@@ -7,7 +7,7 @@ use perfbisect_wire::states::TaskState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 pub use crate::store::queue::{CHANNEL, ClaimedTask, Look};
 
@@ -18,12 +18,30 @@ const FALLBACK_LOOK: Duration = Duration::from_secs(10);
 /// This replica's long-polling claims, woken per host group: `n` tasks queued for a group
 /// wake `n` of its waiters, not all of them (with a thousand hosts polling, waking all for
 /// every task is a thundering herd of claims that find nothing).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Waiters {
     groups: Mutex<HashMap<String, Arc<Notify>>>,
     /// The host group each worker token's last look found (keyed by the token's hash): which
     /// group's notifications should wake its next long poll. A hint, never an authorisation.
     group_of: Mutex<HashMap<String, String>>,
+    /// Looks running at once on this replica (`claim`): at most `LOOKS_AT_ONCE`.
+    looks: Semaphore,
+}
+
+/// Claim looks that hold one of the pool's connections at once, per replica: half the pool
+/// (`db::connect`), so that a thousand hosts polling at the same instant (a lab's start, a
+/// server's restart) leave connections to uploads, completions, the scheduler and the health
+/// check, which would otherwise wait behind every look.
+pub const LOOKS_AT_ONCE: usize = 10;
+
+impl Default for Waiters {
+    fn default() -> Self {
+        Waiters {
+            groups: Mutex::default(),
+            group_of: Mutex::default(),
+            looks: Semaphore::new(LOOKS_AT_ONCE),
+        }
+    }
 }
 
 /// Tokens whose group `Waiters` remembers, at most (past that it forgets them all: a
@@ -31,6 +49,11 @@ pub struct Waiters {
 const GROUP_HINTS: usize = 100_000;
 
 impl Waiters {
+    /// The slots a look takes before its connection (`LOOKS_AT_ONCE` of them).
+    pub fn look_slots(&self) -> &Semaphore {
+        &self.looks
+    }
+
     fn remember_look(&self, token_hash: &str, look: &Look) {
         match look {
             Look::UnknownToken => {}
@@ -99,8 +122,15 @@ impl Waiters {
 /// what the assignment needs (`store::queue::claim`). `seen`: refresh the host's
 /// `last_seen_at` if it is stale (the first look of a request).
 pub async fn claim(state: &AppState, token_hash: &str, seen: bool) -> sqlx::Result<Look> {
-    // Timed in two parts: waiting for one of the pool's connections, and the statement on it.
+    // Timed in two parts: waiting for a look slot and one of the pool's connections, and the
+    // statement on it.
     let started = Instant::now();
+    let slot = state
+        .task_queued
+        .looks
+        .acquire()
+        .await
+        .map_err(|_| sqlx::Error::PoolClosed)?;
     let mut conn = state.db.acquire().await?;
     let acquired = started.elapsed();
     let look = store::queue::claim(
@@ -112,6 +142,7 @@ pub async fn claim(state: &AppState, token_hash: &str, seen: bool) -> sqlx::Resu
     )
     .await;
     drop(conn);
+    drop(slot);
     let took = started.elapsed();
     crate::metrics::observe_claim(acquired, took - acquired);
     let look = look?;

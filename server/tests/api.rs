@@ -1199,3 +1199,62 @@ async fn the_candidate_graph_is_stored_as_walked() {
         ]
     );
 }
+
+/// A look waits for one of the replica's look slots before it takes a connection: while every
+/// slot is held, a claim claims nothing; once one is free, it claims.
+#[tokio::test]
+async fn a_claim_looks_only_with_a_free_look_slot() {
+    let f = with_repo().await;
+    let (_, reg) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h1", "host_group": "g"})),
+    )
+    .await;
+    let wt = reg["token"].as_str().unwrap().to_string();
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let running = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tasks WHERE state = 'running'")
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap()
+    };
+    let slots = f
+        .state
+        .task_queued
+        .look_slots()
+        .acquire_many(perfbisect_server::queue::LOOKS_AT_ONCE as u32)
+        .await
+        .unwrap();
+    let claim = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&wt),
+        Some(json!({"wait_secs": 0})),
+    );
+    tokio::pin!(claim);
+    // However often it is polled, the claim cannot look while the slots are held.
+    for _ in 0..100 {
+        tokio::select! {
+            biased;
+            (s, v) = &mut claim => panic!("claimed without a look slot: {s} {v}"),
+            () = tokio::task::yield_now() => {}
+        }
+    }
+    assert_eq!(running().await, 0);
+    drop(slots);
+    let (s, task) = claim.await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    assert_eq!(running().await, 1);
+}
