@@ -173,7 +173,7 @@ pub struct WorkerHost {
 }
 
 /// How often a worker's requests refresh `hosts.last_seen_at` at most.
-const SEEN_EVERY_SECS: f64 = 5.0;
+pub const SEEN_EVERY_SECS: f64 = 5.0;
 
 impl FromRequestParts<AppState> for WorkerHost {
     type Rejection = ApiError;
@@ -181,16 +181,35 @@ impl FromRequestParts<AppState> for WorkerHost {
         let token = bearer(parts)?;
         let row =
             store::hosts::authenticate(&state.db, &hash_token(token), SEEN_EVERY_SECS).await?;
-        let (host_id, host_group) = row.ok_or_else(|| {
-            ApiError::Unauthorized(
-                "the worker token is not valid (another registration of this worker name replaced it, or it was revoked)".into(),
-            )
-        })?;
+        let (host_id, host_group) = row.ok_or_else(unknown_worker_token)?;
         Ok(WorkerHost {
             host_id,
             host_group,
         })
     }
+}
+
+/// A worker token, not yet checked: the claim checks it in its own statement, at every look
+/// of its long poll (`queue::claim_wait`), instead of a round trip of its own.
+pub struct WorkerToken {
+    /// The token's SHA-256, as `hosts.token_hash` stores it.
+    pub hash: String,
+}
+
+impl FromRequestParts<AppState> for WorkerToken {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, ApiError> {
+        Ok(WorkerToken {
+            hash: hash_token(bearer(parts)?),
+        })
+    }
+}
+
+/// The answer to a worker token that no host holds.
+pub fn unknown_worker_token() -> ApiError {
+    ApiError::Unauthorized(
+        "the worker token is not valid (another registration of this worker name replaced it, or it was revoked)".into(),
+    )
 }
 
 /// Who may read (the API's GET endpoints, the dashboard, the OpenAPI document).

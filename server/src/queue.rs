@@ -6,10 +6,10 @@ use crate::store;
 use perfbisect_wire::states::TaskState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::Notify;
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, Semaphore};
 
-pub use crate::store::queue::{CHANNEL, ClaimedTask};
+pub use crate::store::queue::{CHANNEL, ClaimedTask, Look};
 
 /// How often a long-polling claim looks again without a notification (at most; see
 /// `claim_wait`).
@@ -18,12 +18,72 @@ const FALLBACK_LOOK: Duration = Duration::from_secs(10);
 /// This replica's long-polling claims, woken per host group: `n` tasks queued for a group
 /// wake `n` of its waiters, not all of them (with a thousand hosts polling, waking all for
 /// every task is a thundering herd of claims that find nothing).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Waiters {
     groups: Mutex<HashMap<String, Arc<Notify>>>,
+    /// The host group each worker token's last look found (keyed by the token's hash): which
+    /// group's notifications should wake its next long poll. A hint, never an authorisation.
+    group_of: Mutex<HashMap<String, String>>,
+    /// Looks running at once on this replica (`claim`): at most `LOOKS_AT_ONCE`.
+    looks: Semaphore,
 }
 
+/// Claim looks that hold one of the pool's connections at once, per replica: half the pool
+/// (`db::connect`), so that a thousand hosts polling at the same instant (a lab's start, a
+/// server's restart) leave connections to uploads, completions, the scheduler and the health
+/// check, which would otherwise wait behind every look.
+pub const LOOKS_AT_ONCE: usize = 10;
+
+impl Default for Waiters {
+    fn default() -> Self {
+        Waiters {
+            groups: Mutex::default(),
+            group_of: Mutex::default(),
+            looks: Semaphore::new(LOOKS_AT_ONCE),
+        }
+    }
+}
+
+/// Tokens whose group `Waiters` remembers, at most (past that it forgets them all: a
+/// forgotten token's next poll costs one look more).
+const GROUP_HINTS: usize = 100_000;
+
 impl Waiters {
+    /// The slots a look takes before its connection (`LOOKS_AT_ONCE` of them).
+    pub fn look_slots(&self) -> &Semaphore {
+        &self.looks
+    }
+
+    fn remember_look(&self, token_hash: &str, look: &Look) {
+        match look {
+            Look::UnknownToken => {}
+            Look::Barred { host_group, .. }
+            | Look::Empty { host_group, .. }
+            | Look::Claimed { host_group, .. } => self.remember(token_hash, host_group),
+        }
+    }
+
+    fn remember(&self, token_hash: &str, group: &str) {
+        let mut hints = self.group_of.lock().expect("group hints");
+        if hints.get(token_hash).map(String::as_str) == Some(group) {
+            return;
+        }
+        if hints.len() >= GROUP_HINTS {
+            hints.clear();
+        }
+        hints.insert(token_hash.to_string(), group.to_string());
+    }
+
+    /// The host group the last look of the worker token with `token_hash` found on this
+    /// replica, if it looked.
+    pub fn group_of(&self, token_hash: &str) -> Option<String> {
+        self.group_of
+            .lock()
+            .expect("group hints")
+            .get(token_hash)
+            .cloned()
+    }
+
     fn group(&self, group: &str) -> Arc<Notify> {
         self.groups
             .lock()
@@ -57,33 +117,44 @@ impl Waiters {
     }
 }
 
-/// Takes the oldest queued task of `host_group` for `host_id`, unless the host is drained or
-/// quarantined (checked in the statement itself: a long poll that began before a drain
-/// takes nothing queued after it).
-pub async fn claim(
-    state: &AppState,
-    host_id: i64,
-    host_group: &str,
-) -> sqlx::Result<Option<ClaimedTask>> {
-    // Timed in two parts: waiting for one of the pool's connections, and the statement on it.
-    let started = std::time::Instant::now();
+/// One look of a claim by the worker token with `token_hash`: one statement checks the token
+/// and the host's drain and quarantine, takes the oldest queued task of its group, and reads
+/// what the assignment needs (`store::queue::claim`). `seen`: refresh the host's
+/// `last_seen_at` if it is stale (the first look of a request).
+pub async fn claim(state: &AppState, token_hash: &str, seen: bool) -> sqlx::Result<Look> {
+    // Timed in two parts: waiting for a look slot and one of the pool's connections, and the
+    // statement on it.
+    let started = Instant::now();
+    let slot = state
+        .task_queued
+        .looks
+        .acquire()
+        .await
+        .map_err(|_| sqlx::Error::PoolClosed)?;
     let mut conn = state.db.acquire().await?;
     let acquired = started.elapsed();
-    let claimed =
-        store::queue::claim(&mut *conn, host_id, host_group, state.lease.as_secs_f64()).await;
+    let look = store::queue::claim(
+        &mut *conn,
+        token_hash,
+        state.lease.as_secs_f64(),
+        seen,
+        crate::auth::SEEN_EVERY_SECS,
+    )
+    .await;
     drop(conn);
+    drop(slot);
     let took = started.elapsed();
     crate::metrics::observe_claim(acquired, took - acquired);
-    claimed
+    let look = look?;
+    state.task_queued.remember_look(token_hash, &look);
+    Ok(look)
 }
 
-/// Claims a task, waiting up to `wait` for one to be queued.
-pub async fn claim_wait(
-    state: &AppState,
-    host_id: i64,
-    host_group: &str,
-    wait: Duration,
-) -> sqlx::Result<Option<ClaimedTask>> {
+/// Claims a task for the worker token with `token_hash`, waiting up to `wait` for one to be
+/// queued. Every look checks the token again, so a token revoked (or replaced by a new
+/// registration) during a long poll claims nothing after the revocation commits: the look
+/// answers `UnknownToken`. A host drained or quarantined during the poll waits it out.
+pub async fn claim_wait(state: &AppState, token_hash: &str, wait: Duration) -> sqlx::Result<Look> {
     // Hosts that began to poll together (a lab's start, a server's restart) would otherwise
     // look together for good: every fallback look and every new long poll of a thousand
     // hosts at the same instant, each waiting for one of the pool's connections (the claim
@@ -91,19 +162,40 @@ pub async fn claim_wait(
     // fallback look comes after a random half to whole `FALLBACK_LOOK`.
     let wait = wait.mul_f64(rand::random_range(0.8..=1.0));
     let deadline = tokio::time::Instant::now() + wait;
+    // The group whose notifications wake this poll: known from this token's last look on
+    // this replica, else learnt by the first look (which is then followed by a second one
+    // after registering interest, so a NOTIFY between the two is not lost).
+    let mut group = state.task_queued.group_of(token_hash);
+    let mut first = true;
     loop {
         // Register interest before looking, so a NOTIFY between the look and the wait is not lost.
-        let group = state.task_queued.group(host_group);
-        let notified = group.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if let Some(task) = claim(state, host_id, host_group).await? {
-            return Ok(Some(task));
+        let notify = group.as_deref().map(|g| state.task_queued.group(g));
+        let mut notified = notify.as_ref().map(|n| Box::pin(n.notified()));
+        if let Some(n) = notified.as_mut() {
+            n.as_mut().enable();
         }
+        let look = claim(state, token_hash, first).await?;
+        first = false;
+        let host_group = match &look {
+            Look::UnknownToken | Look::Claimed { .. } => return Ok(look),
+            Look::Barred { .. } => {
+                tokio::time::sleep_until(deadline).await;
+                return Ok(look);
+            }
+            Look::Empty { host_group, .. } => host_group,
+        };
         let now = tokio::time::Instant::now();
         if now >= deadline {
-            return Ok(None);
+            return Ok(look);
         }
+        let notified = match notified {
+            Some(n) if group.as_deref() == Some(host_group.as_str()) => n,
+            // Not registered for this group before the look: register and look again now.
+            _ => {
+                group = Some(host_group.clone());
+                continue;
+            }
+        };
         // Notifications wake the waiters (and every waiter after the listener reconnects), so
         // this look again is only a fallback. It is not short: a thousand idle hosts looking
         // every 2 s cost 500 empty claims a second, which slowed the claims that find work.

@@ -1070,3 +1070,191 @@ async fn a_tag_moved_on_the_remote_is_resolved_where_it_is_now() {
         git(&f.repo, &["rev-parse", "v5"])
     );
 }
+
+/// A worker token replaced while its long poll waits claims nothing from then on: every look
+/// of the poll checks the token in its own statement, so the task queued after the
+/// replacement goes to the new token, and the old poll ends with 401.
+#[tokio::test]
+async fn a_token_replaced_during_a_long_poll_claims_nothing_after() {
+    let f = with_repo().await;
+    let (s, reg) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h1", "host_group": "g"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{reg}");
+    let old = reg["token"].as_str().unwrap().to_string();
+    let old_hash = perfbisect_server::auth::hash_token(&old);
+    let poll = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&old),
+        Some(json!({"wait_secs": 60})),
+    );
+    let replace = async {
+        // The poll has looked once (and found the queue empty) when its group is known.
+        while f.state.task_queued.group_of(&old_hash).is_none() {
+            tokio::task::yield_now().await;
+        }
+        let (s, v) = call(
+            &f,
+            "POST",
+            "/api/v1/worker/register",
+            Some(ENROLL),
+            Some(json!({"name": "h1", "host_group": "g", "previous_token": old})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let new = v["token"].as_str().unwrap().to_string();
+        let (s, v) = call(
+            &f,
+            "POST",
+            "/api/v1/bisects",
+            Some(TOKEN),
+            Some(submit_body("v1", "v5")),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        // Wake the waiting poll at once, as the task listener would.
+        f.state.task_queued.queued("g", 1);
+        new
+    };
+    let ((s, v), new) = tokio::join!(poll, replace);
+    assert_eq!(
+        s,
+        StatusCode::UNAUTHORIZED,
+        "the replaced token claimed: {v}"
+    );
+    let running: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE state = 'running'")
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(running, 0);
+    // The new token gets the task, with its job, metric and no runs stored yet.
+    let (s, task) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&new),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    assert_eq!(task["metric"], json!("t.x"));
+    assert_eq!(task["job"]["testcase"], json!("t"));
+    assert_eq!(task["repository_url"], json!(f.repo.display().to_string()));
+    assert_eq!(task["done_iterations"], json!([]));
+}
+
+/// The candidate graph goes in as a binary COPY and comes back as it went in: the good
+/// endpoint without parents, a merge with two candidate parents, a first parent outside.
+#[tokio::test]
+async fn the_candidate_graph_is_stored_as_walked() {
+    use perfbisect_server::git::{CandidateCommit, Range};
+    let f = fixture().await;
+    let commit = |sha: &str, parents: Vec<usize>, outside: bool| CandidateCommit {
+        sha: sha.into(),
+        parents,
+        first_parent_outside: outside,
+        subject: String::new(),
+        author: String::new(),
+    };
+    let range = Range {
+        good: "g".repeat(40),
+        bad: "d".repeat(40),
+        merge_base_note: None,
+        candidates: vec![
+            commit(&"a".repeat(40), vec![], false),
+            commit(&"b".repeat(40), vec![0], true),
+            commit(&"c".repeat(40), vec![0], false),
+            commit(&"d".repeat(40), vec![1, 2], false),
+        ],
+        good_subject: String::new(),
+        good_author: String::new(),
+    };
+    let mut tx = f.state.db.begin().await.unwrap();
+    perfbisect_server::store::candidates::insert(&mut tx, 424242, &range)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let rows = perfbisect_server::store::candidates::graph(&f.state.db, 424242)
+        .await
+        .unwrap();
+    let got: Vec<(i32, String, Vec<i32>, bool)> = rows
+        .into_iter()
+        .map(|r| (r.idx, r.sha, r.parents, r.first_parent_outside))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (-1, "g".repeat(40), vec![], false),
+            (0, "a".repeat(40), vec![], false),
+            (1, "b".repeat(40), vec![0], true),
+            (2, "c".repeat(40), vec![0], false),
+            (3, "d".repeat(40), vec![1, 2], false),
+        ]
+    );
+}
+
+/// A look waits for one of the replica's look slots before it takes a connection: while every
+/// slot is held, a claim claims nothing; once one is free, it claims.
+#[tokio::test]
+async fn a_claim_looks_only_with_a_free_look_slot() {
+    let f = with_repo().await;
+    let (_, reg) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(json!({"name": "h1", "host_group": "g"})),
+    )
+    .await;
+    let wt = reg["token"].as_str().unwrap().to_string();
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let running = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM tasks WHERE state = 'running'")
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap()
+    };
+    let slots = f
+        .state
+        .task_queued
+        .look_slots()
+        .acquire_many(perfbisect_server::queue::LOOKS_AT_ONCE as u32)
+        .await
+        .unwrap();
+    let claim = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&wt),
+        Some(json!({"wait_secs": 0})),
+    );
+    tokio::pin!(claim);
+    // However often it is polled, the claim cannot look while the slots are held.
+    for _ in 0..100 {
+        tokio::select! {
+            biased;
+            (s, v) = &mut claim => panic!("claimed without a look slot: {s} {v}"),
+            () = tokio::task::yield_now() => {}
+        }
+    }
+    assert_eq!(running().await, 0);
+    drop(slots);
+    let (s, task) = claim.await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    assert_eq!(running().await, 1);
+}

@@ -1,8 +1,9 @@
 //! Host inventory: each host's state, kernel, last power action and failure streak; the
 //! worker's host-state reports; quarantine after repeated failures; drain and release.
 //!
-//! A host that is quarantined or drained claims nothing (`may_claim`, asked by the claim
-//! handler): its worker keeps polling and gets no task until an operator releases it.
+//! A host that is quarantined or drained claims nothing (checked by the claim's own statement,
+//! `store::queue::claim`): its worker keeps polling and gets no task until an operator
+//! releases it.
 
 use super::ApiJson;
 use crate::auth::{Operator, WorkerHost};
@@ -35,11 +36,6 @@ async fn load_one(db: &PgPool, id: i64) -> ApiResult<HostInventory> {
     inventory::one(db, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("host {id} does not exist")))
-}
-
-/// Whether the host may claim a task: neither quarantined nor drained.
-pub async fn may_claim(db: &PgPool, host_id: i64) -> sqlx::Result<bool> {
-    inventory::may_claim(db, host_id).await
 }
 
 /// Every host with its state (idle, booting, running, powered off, quarantined), whether it

@@ -1,8 +1,9 @@
 //! The worker protocol: register, claim (long poll), heartbeat, upload runs, complete.
 
 use super::ApiJson;
-use crate::auth::{Enrollment, WorkerHost, hash_token, new_token};
+use crate::auth::{Enrollment, WorkerHost, WorkerToken, hash_token, new_token};
 use crate::error::{ApiError, ApiResult};
+use crate::queue::Look;
 use crate::state::AppState;
 use crate::store;
 use crate::store::tasks::UploadTarget;
@@ -117,47 +118,39 @@ async fn register(
     security(("worker_token" = [])))]
 async fn claim(
     State(state): State<AppState>,
-    host: WorkerHost,
+    token: WorkerToken,
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> ApiResult<Response> {
     let wait = Duration::from_secs(req.wait_secs.min(MAX_WAIT_SECS));
-    // A quarantined or drained host gets nothing: it waits out its poll and asks again.
-    if !super::inventory::may_claim(&state.db, host.host_id).await? {
-        tokio::time::sleep(wait).await;
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    }
-    let Some(task) = crate::queue::claim_wait(&state, host.host_id, &host.host_group, wait).await?
-    else {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+    // One statement per look checks the token, the host's drain and quarantine (a host that
+    // is either waits out its poll and gets nothing), claims, and reads the assignment.
+    let (host_id, task) = match crate::queue::claim_wait(&state, &token.hash, wait).await? {
+        Look::UnknownToken => return Err(crate::auth::unknown_worker_token()),
+        Look::Barred { .. } | Look::Empty { .. } => {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        Look::Claimed { host_id, task, .. } => (host_id, task),
     };
-    // A task belongs to a bisect or to a watch (whose first metric every run must carry).
-    let store::tasks::AssignmentSource {
-        url,
-        spec,
-        hash,
-        metric,
-    } = store::tasks::assignment_source(&state.db, Some(task.bisect_id), task.watch_id).await?;
-    let job: JobSpec = serde_json::from_value(spec).map_err(anyhow::Error::from)?;
-    // A task given back or interrupted keeps its stored runs; the new holder runs the rest.
-    let done = store::runs::iterations(&state.db, task.id).await?;
+    let job: JobSpec = serde_json::from_value(task.spec).map_err(anyhow::Error::from)?;
     tracing::info!(
         task = task.id,
         bisect = task.bisect_id,
-        host = host.host_id,
+        host = host_id,
         sha = task.sha,
         "task claimed"
     );
     Ok(Json(TaskAssignment {
         task_id: task.id,
         bisect_id: task.bisect_id,
-        repository_url: url,
+        repository_url: task.repository_url,
         sha: task.sha,
         pair_sha: task.pair_sha,
         job,
-        job_hash: hash,
-        metric,
+        job_hash: task.job_hash,
+        metric: task.metric,
         runs: task.runs as u32,
-        done_iterations: done.into_iter().map(|i| i as u32).collect(),
+        // A task given back or interrupted keeps its stored runs; the new holder runs the rest.
+        done_iterations: task.done_iterations.into_iter().map(|i| i as u32).collect(),
         lease_expires_at: task.lease_expires_at,
     })
     .into_response())

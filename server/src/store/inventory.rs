@@ -84,17 +84,6 @@ pub async fn one(db: &PgPool, id: i64) -> sqlx::Result<Option<HostInventory>> {
     Ok(row.map(Into::into))
 }
 
-/// Whether the host may claim a task: neither quarantined nor drained (nor unknown).
-pub async fn may_claim(db: &PgPool, host_id: i64) -> sqlx::Result<bool> {
-    let ok = sqlx::query_scalar!(
-        "SELECT quarantined_at IS NULL AND drained_at IS NULL FROM hosts WHERE id = $1",
-        host_id,
-    )
-    .fetch_optional(db)
-    .await?;
-    Ok(ok.flatten().unwrap_or(false))
-}
-
 /// What a worker reports of its host (`POST /api/v1/worker/host-state`).
 pub struct StateReport<'a> {
     pub activity: HostActivity,

@@ -11,6 +11,8 @@ use sqlx::PgExecutor;
 /// NOTIFY channel raised whenever tasks are queued.
 pub const CHANNEL: &str = "perfbisect_tasks";
 
+/// A task as a claim hands it out: the task, its owner's repository, job and metric, and the
+/// iterations an earlier holder already stored (a task given back or interrupted keeps them).
 #[derive(Debug)]
 pub struct ClaimedTask {
     pub id: i64,
@@ -21,34 +23,156 @@ pub struct ClaimedTask {
     pub pair_sha: Option<String>,
     pub runs: i32,
     pub lease_expires_at: DateTime<Utc>,
+    pub repository_url: String,
+    pub spec: serde_json::Value,
+    pub job_hash: String,
+    pub metric: String,
+    pub done_iterations: Vec<i32>,
 }
 
-/// Takes the oldest queued task of `host_group` for `host_id` under a lease of `lease_secs`,
-/// unless the host is drained or quarantined (checked in the statement itself: a long poll
-/// that began before a drain takes nothing queued after it).
+/// What one look of a claim found.
+#[derive(Debug)]
+pub enum Look {
+    /// No host holds this worker token (never issued, replaced by a new registration, or
+    /// revoked): the caller is not a worker.
+    UnknownToken,
+    /// The host is quarantined or drained: it takes nothing.
+    Barred { host_id: i64, host_group: String },
+    /// Nothing queued for the host's group.
+    Empty { host_id: i64, host_group: String },
+    Claimed {
+        host_id: i64,
+        host_group: String,
+        task: Box<ClaimedTask>,
+    },
+}
+
+/// The row of a claim statement (`claim`): the host of its token, and the task it took with
+/// its assignment, if any.
+struct LookRow {
+    host_id: i64,
+    host_group: String,
+    may: bool,
+    task_id: Option<i64>,
+    bisect_id: Option<i64>,
+    watch_id: Option<i64>,
+    sha: Option<String>,
+    pair_sha: Option<String>,
+    runs: Option<i32>,
+    lease_expires_at: Option<DateTime<Utc>>,
+    url: Option<String>,
+    spec: Option<serde_json::Value>,
+    job_hash: Option<String>,
+    metric: Option<String>,
+    done_iterations: Vec<i32>,
+}
+
+impl LookRow {
+    fn look(self) -> sqlx::Result<Look> {
+        let (host_id, host_group) = (self.host_id, self.host_group);
+        if !self.may {
+            return Ok(Look::Barred {
+                host_id,
+                host_group,
+            });
+        }
+        let Some(id) = self.task_id else {
+            return Ok(Look::Empty {
+                host_id,
+                host_group,
+            });
+        };
+        // A claimed task always has these; their absence would be a broken row, not "no task".
+        let missing = |what: &str| {
+            sqlx::Error::Protocol(format!("claimed task {id} came without its {what}"))
+        };
+        let task = ClaimedTask {
+            id,
+            bisect_id: self.bisect_id.unwrap_or(0),
+            watch_id: self.watch_id,
+            sha: self.sha.ok_or_else(|| missing("sha"))?,
+            pair_sha: self.pair_sha,
+            runs: self.runs.ok_or_else(|| missing("runs"))?,
+            lease_expires_at: self.lease_expires_at.ok_or_else(|| missing("lease"))?,
+            repository_url: self.url.ok_or_else(|| missing("repository"))?,
+            spec: self.spec.ok_or_else(|| missing("job spec"))?,
+            job_hash: self.job_hash.ok_or_else(|| missing("job hash"))?,
+            metric: self.metric.ok_or_else(|| missing("metric"))?,
+            done_iterations: self.done_iterations,
+        };
+        Ok(Look::Claimed {
+            host_id,
+            host_group,
+            task: Box::new(task),
+        })
+    }
+}
+
+/// One look of a claim, in one statement (one round trip, one commit): the host holding the
+/// worker token with `token_hash` (checked at this instant, so a token replaced or revoked
+/// claims nothing from the next look on), not quarantined or drained (also checked here: a
+/// long poll that began before a drain takes nothing queued after it), takes the oldest
+/// queued task of its host group under a lease of `lease_secs`, and gets everything its
+/// assignment needs (repository, job, metric, iterations already stored). With `seen`, the
+/// host's `last_seen_at` is refreshed when older than `seen_every_secs` (what
+/// `hosts::authenticate` does for the other worker requests).
 pub async fn claim<'e>(
     db: impl PgExecutor<'e>,
-    host_id: i64,
-    host_group: &str,
+    token_hash: &str,
     lease_secs: f64,
-) -> sqlx::Result<Option<ClaimedTask>> {
-    sqlx::query_as!(
-        ClaimedTask,
-        r#"UPDATE tasks t SET state = 'running', host_id = $1, attempts = t.attempts + 1,
-                  lease_expires_at = now() + make_interval(secs => $3), started_at = now()
-           FROM (SELECT id FROM tasks WHERE state = 'queued' AND host_group = $2
-                 AND EXISTS (SELECT 1 FROM hosts h WHERE h.id = $1
-                             AND h.quarantined_at IS NULL AND h.drained_at IS NULL)
-                 ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) c
-           WHERE t.id = c.id
-           RETURNING t.id, coalesce(t.bisect_id, 0) AS "bisect_id!", t.watch_id, t.sha,
-                     t.pair_sha, t.runs, t.lease_expires_at AS "lease_expires_at!""#,
-        host_id,
-        host_group,
+    seen: bool,
+    seen_every_secs: f64,
+) -> sqlx::Result<Look> {
+    let row = sqlx::query_as!(
+        LookRow,
+        r#"WITH h AS (
+               SELECT id, host_group, last_seen_at,
+                      quarantined_at IS NULL AND drained_at IS NULL AS may
+               FROM hosts WHERE token_hash = $1
+           ), seen AS (
+               UPDATE hosts SET last_seen_at = now() FROM h
+               WHERE $3 AND hosts.id = h.id AND h.last_seen_at < now() - make_interval(secs => $4)
+           ), c AS (
+               SELECT t.id FROM tasks t
+               WHERE t.state = 'queued' AND t.host_group = (SELECT host_group FROM h WHERE may)
+               ORDER BY t.id FOR UPDATE SKIP LOCKED LIMIT 1
+           ), k AS (
+               UPDATE tasks t SET state = 'running', host_id = (SELECT id FROM h),
+                      attempts = t.attempts + 1,
+                      lease_expires_at = now() + make_interval(secs => $2), started_at = now()
+               FROM c WHERE t.id = c.id
+               RETURNING t.id, t.bisect_id, t.watch_id, t.sha, t.pair_sha, t.runs, t.lease_expires_at
+           )
+           SELECT h.id AS "host_id!", h.host_group AS "host_group!",
+                  h.may AS "may!",
+                  k.id AS "task_id?", k.bisect_id AS "bisect_id?", k.watch_id,
+                  k.sha AS "sha?", k.pair_sha, k.runs AS "runs?",
+                  k.lease_expires_at AS "lease_expires_at?",
+                  o.url AS "url?", o.spec AS "spec?", o.hash AS "job_hash?", o.metric AS "metric?",
+                  ARRAY(SELECT iteration FROM runs WHERE task_id = k.id ORDER BY iteration)
+                      AS "done_iterations!"
+           FROM h
+           LEFT JOIN k ON true
+           LEFT JOIN LATERAL (
+               SELECT r.url, j.spec, j.hash, s.metric FROM (
+                   SELECT repository_id, job_spec_id, metric FROM bisects WHERE id = k.bisect_id
+                   UNION ALL
+                   SELECT repository_id, job_spec_id, metrics -> 0 ->> 'name' FROM watches
+                   WHERE id = k.watch_id) s
+               JOIN repositories r ON r.id = s.repository_id
+               JOIN job_specs j ON j.id = s.job_spec_id
+           ) o ON true"#,
+        token_hash,
         lease_secs,
+        seen,
+        seen_every_secs,
     )
     .fetch_optional(db)
-    .await
+    .await?;
+    match row {
+        None => Ok(Look::UnknownToken),
+        Some(r) => r.look(),
+    }
 }
 
 /// Renews the lease of `task` held by `host`; `None` when the host no longer holds it.

@@ -4,16 +4,6 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
-/// The iterations of `task` already stored (by this or an earlier holder), ascending.
-pub async fn iterations<'e>(db: impl PgExecutor<'e>, task: i64) -> sqlx::Result<Vec<i32>> {
-    sqlx::query_scalar!(
-        "SELECT iteration FROM runs WHERE task_id = $1 ORDER BY iteration",
-        task
-    )
-    .fetch_all(db)
-    .await
-}
-
 /// A run as a worker uploaded it, checked by the API.
 pub struct NewRun<'a> {
     pub task: i64,

@@ -168,36 +168,6 @@ pub async fn detail(db: &PgPool, id: i64) -> sqlx::Result<Option<TaskDetail>> {
     }))
 }
 
-/// What a worker needs with a claimed task: where to fetch, what to run, which metric every
-/// completed run must carry (a bisect's, or a watch's first).
-#[derive(Debug)]
-pub struct AssignmentSource {
-    pub url: String,
-    pub spec: serde_json::Value,
-    pub hash: String,
-    pub metric: String,
-}
-
-/// The repository, job and metric of a task's owner: its bisect or its watch.
-pub async fn assignment_source(
-    db: &PgPool,
-    bisect: Option<i64>,
-    watch: Option<i64>,
-) -> sqlx::Result<AssignmentSource> {
-    sqlx::query_as!(
-        AssignmentSource,
-        r#"SELECT r.url, j.spec, j.hash, o.metric AS "metric!" FROM (
-               SELECT repository_id, job_spec_id, metric FROM bisects WHERE id = $1
-               UNION ALL
-               SELECT repository_id, job_spec_id, metrics -> 0 ->> 'name' FROM watches WHERE id = $2) o
-           JOIN repositories r ON r.id = o.repository_id JOIN job_specs j ON j.id = o.job_spec_id"#,
-        bisect,
-        watch,
-    )
-    .fetch_one(db)
-    .await
-}
-
 /// What an upload is checked against: the task, its holder and its owner's metric.
 #[derive(Debug)]
 pub struct UploadTarget {
