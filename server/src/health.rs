@@ -43,6 +43,12 @@ pub async fn watchdog(state: AppState, embedded: Option<Embedded>, every: Durati
     let mut down_since: Option<std::time::Instant> = None;
     loop {
         tokio::time::sleep(every).await;
+        if state.db.is_closed() {
+            // The server is shutting down (it closes the pool before it stops an embedded
+            // cluster): starting the cluster again now would leave it running after the
+            // server has gone.
+            return;
+        }
         match database_ok(&state.db).await {
             Ok(()) => {
                 if let Some(since) = down_since.take() {
@@ -59,14 +65,18 @@ pub async fn watchdog(state: AppState, embedded: Option<Embedded>, every: Durati
                     down_secs = since.elapsed().as_secs(),
                     "database unreachable"
                 );
-                if let Some(e) = &embedded {
+                if let Some(e) = embedded.as_ref().filter(|_| !state.db.is_closed()) {
                     let (dir, options) = (e.dir.clone(), e.options.clone());
                     match tokio::task::spawn_blocking(move || {
                         crate::pg::Cluster::start_with(&dir, &options)
                     })
                     .await
                     {
-                        Ok(Ok(_)) => tracing::warn!("embedded PostgreSQL started again"),
+                        // `start_with` attaches to a cluster that is in fact running (a
+                        // saturated pool answers late too): started or found running.
+                        Ok(Ok(_)) => {
+                            tracing::warn!("embedded PostgreSQL running (started or attached)")
+                        }
                         Ok(Err(e)) => tracing::error!(error = %e, "restarting embedded PostgreSQL"),
                         Err(e) => tracing::error!(error = %e, "restarting embedded PostgreSQL"),
                     }
