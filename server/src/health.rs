@@ -59,6 +59,17 @@ pub async fn watchdog(state: AppState, embedded: Option<Embedded>, every: Durati
                 }
             }
             Err(why) => {
+                let busy_only = matches!(
+                    tokio::time::timeout(PING_DEADLINE, crate::store::ping_alone(&state.db)).await,
+                    Ok(Ok(()))
+                );
+                if busy_only {
+                    // The database answers on a connection of its own: the pool is only
+                    // saturated (a fleet of 1,000 hosts starting saturated it for seconds).
+                    // Nothing is down and nothing is started.
+                    tracing::warn!(why, "the pool is busy; the database answers");
+                    continue;
+                }
                 let since = *down_since.get_or_insert_with(std::time::Instant::now);
                 tracing::error!(
                     why,

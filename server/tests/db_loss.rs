@@ -145,3 +145,25 @@ async fn with_postgres_killed_healthz_reports_it_and_the_service_recovers_with_n
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_saturated_pool_is_told_from_a_database_that_is_down() {
+    // The watchdog pings through the pool; when every connection is in use (a fleet of hosts
+    // starting at once) that ping times out although the database is up, and the watchdog
+    // asks again on a connection of its own before it treats the database as down.
+    let url = pg::testing::fresh_database().await.unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_millis(300))
+        .connect(&url)
+        .await
+        .unwrap();
+    let held = pool.acquire().await.unwrap();
+    assert!(
+        perfbisect_server::store::ping(&pool).await.is_err(),
+        "the pool's only connection is held, yet its ping got one"
+    );
+    perfbisect_server::store::ping_alone(&pool).await.unwrap();
+    drop(held);
+    perfbisect_server::store::ping(&pool).await.unwrap();
+}

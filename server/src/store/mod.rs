@@ -42,6 +42,15 @@ pub async fn ping(db: &sqlx::PgPool) -> sqlx::Result<()> {
     Ok(())
 }
 
+/// [`ping`] on a connection of its own, not one of the pool's: tells a pool that is only
+/// busy (every connection in use under a burst of requests) from a database that is down.
+pub async fn ping_alone(db: &sqlx::PgPool) -> sqlx::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect_with(&db.connect_options()).await?;
+    sqlx::query_scalar!("SELECT 1").fetch_one(&mut conn).await?;
+    conn.close().await
+}
+
 /// The statuses of bisects the scheduler works on (`BisectStatus::ACTIVE` without
 /// `fetching`: a bisect waiting for its fetch has no range yet, so it takes no hosts), for
 /// queries that bind them as `status = ANY($n)`.
