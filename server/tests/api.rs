@@ -25,6 +25,16 @@ async fn count(f: &Fixture, table: &str) -> i64 {
 
 /// Asserts a 4xx naming `field`, and that no bisect, commit or task row was added.
 async fn refused(f: &Fixture, body: Value, status: StatusCode, field: &str) -> String {
+    // The subjects and authors of bisects stored earlier are filled in the background after
+    // their submit: wait for those first, or their rows land between the two counts.
+    let start = std::time::Instant::now();
+    while count(f, "bisects WHERE details_missing").await > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "earlier bisects' details were never filled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let before = (
         count(f, "bisects").await,
         count(f, "bisect_commits").await,

@@ -147,12 +147,11 @@ pub(crate) struct Belief {
     /// deviations and by their median absolute deviations, which a few wild runs do not
     /// move). With the plain noise, 5% of runs 20–100% slow made the noise read 9–13% at
     /// CV 2%: every verification chunk asked for 9 couples where 3 settle most culprits,
-    /// and the partial-step check held a culprit at P 1.0000 for 345 runs. (Sizing search
-    /// requests with it too saved 5 runs in that cell but took twice the rounds and builds,
-    /// and a tripled noise then named a spurious second change: not done.)
-    /// Where the sides differ, a quiet and a noisier side read as heavy tails whose robust
-    /// scale is the quiet side's; judged with it, a tripled noise named spurious second
-    /// changes.
+    /// and the partial-step check held a culprit at P 1.0000 for 345 runs. Where the sides
+    /// differ, a quiet and a noisier side read as heavy tails whose robust scale is the
+    /// quiet side's; judged with it, a tripled noise named a spurious second change.
+    /// (Sizing search requests with it too saved 5 runs in the outlier cell but took twice
+    /// the rounds and builds: not done.)
     pub planning_noise: f64,
     /// Samples used.
     pub samples: usize,
