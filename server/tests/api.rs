@@ -10,7 +10,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{ENROLL, Fixture, JOB, TOKEN, call, fixture, git, with_repo};
+use common::{ENROLL, Fixture, JOB, TOKEN, call, fixture, git, register_worker, with_repo};
 
 fn submit_body(good: &str, bad: &str) -> Value {
     json!({"repository": "r", "good": good, "bad": bad, "job": JOB, "metric": "t.x"})
@@ -406,15 +406,7 @@ async fn expired_lease_goes_back_to_the_queue() {
         Some(submit_body("v1", "v5")),
     )
     .await;
-    let (_, reg) = call(
-        &f,
-        "POST",
-        "/api/v1/worker/register",
-        Some(ENROLL),
-        Some(json!({"name": "h1", "host_group": "g"})),
-    )
-    .await;
-    let wt = reg["token"].as_str().unwrap().to_string();
+    let wt = register_worker(&f, "h1", "g").await;
     let (s, task) = call(
         &f,
         "POST",
@@ -1087,16 +1079,7 @@ async fn a_tag_moved_on_the_remote_is_resolved_where_it_is_now() {
 #[tokio::test]
 async fn a_token_replaced_during_a_long_poll_claims_nothing_after() {
     let f = with_repo().await;
-    let (s, reg) = call(
-        &f,
-        "POST",
-        "/api/v1/worker/register",
-        Some(ENROLL),
-        Some(json!({"name": "h1", "host_group": "g"})),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{reg}");
-    let old = reg["token"].as_str().unwrap().to_string();
+    let old = register_worker(&f, "h1", "g").await;
     let old_hash = perfbisect_server::auth::hash_token(&old);
     let poll = call(
         &f,
@@ -1215,15 +1198,7 @@ async fn the_candidate_graph_is_stored_as_walked() {
 #[tokio::test]
 async fn a_claim_looks_only_with_a_free_look_slot() {
     let f = with_repo().await;
-    let (_, reg) = call(
-        &f,
-        "POST",
-        "/api/v1/worker/register",
-        Some(ENROLL),
-        Some(json!({"name": "h1", "host_group": "g"})),
-    )
-    .await;
-    let wt = reg["token"].as_str().unwrap().to_string();
+    let wt = register_worker(&f, "h1", "g").await;
     let (s, v) = call(
         &f,
         "POST",

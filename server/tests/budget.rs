@@ -8,22 +8,13 @@
 mod common;
 
 use axum::http::StatusCode;
-use common::{ENROLL, Fixture, JOB, TOKEN, call, request, with_repo};
+use common::{Fixture, JOB, TOKEN, call, request, with_repo};
 use perfbisect_server::scheduler;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
 async fn register(f: &Fixture) -> String {
-    let (s, reg) = call(
-        f,
-        "POST",
-        "/api/v1/worker/register",
-        Some(ENROLL),
-        Some(json!({"name": "h1", "host_group": "g"})),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{reg}");
-    reg["token"].as_str().unwrap().to_string()
+    common::register_worker(f, "h1", "g").await
 }
 
 async fn submit(f: &Fixture, max_runs: Option<u32>) -> Value {

@@ -6,7 +6,7 @@
 mod common;
 
 use axum::http::StatusCode;
-use common::{ENROLL, Fixture, JOB, TOKEN, call, git, with_repo};
+use common::{Fixture, JOB, TOKEN, call, git, with_repo};
 use serde_json::{Value, json};
 
 /// The value of each metric at commit number `i` of main (c1 = 1): a 10% step at c10, a
@@ -30,16 +30,7 @@ fn watch_body(name: &str) -> Value {
 }
 
 async fn worker(f: &Fixture) -> String {
-    let (s, reg) = call(
-        f,
-        "POST",
-        "/api/v1/worker/register",
-        Some(ENROLL),
-        Some(json!({"name": "h1", "host_group": "g"})),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{reg}");
-    reg["token"].as_str().unwrap().to_string()
+    common::register_worker(f, "h1", "g").await
 }
 
 /// Waits until the server has done what finished tasks call for: a task's completion

@@ -165,6 +165,21 @@ pub async fn with_repo() -> Fixture {
     f
 }
 
+/// Registers worker `name` in host group `group` with the enrollment token; its token.
+#[allow(dead_code, reason = "not every test binary registers workers")]
+pub async fn register_worker(f: &Fixture, name: &str, group: &str) -> String {
+    let (s, reg) = call(
+        f,
+        "POST",
+        "/api/v1/worker/register",
+        Some(ENROLL),
+        Some(serde_json::json!({"name": name, "host_group": group})),
+    )
+    .await;
+    assert_eq!(s, axum::http::StatusCode::OK, "{reg}");
+    reg["token"].as_str().unwrap().to_string()
+}
+
 /// `POST /api/v1/bisects` with the test token.
 pub async fn submit(f: &Fixture, body: Value) -> (StatusCode, Value) {
     call(f, "POST", "/api/v1/bisects", Some(TOKEN), Some(body)).await
