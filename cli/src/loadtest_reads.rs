@@ -2,7 +2,8 @@
 //!
 //! Real bisects first (a few small ranges worked to the end by fake hosts), then copies of
 //! their rows made in SQL until `--stored` bisects exist: each copy is a bisect row with its
-//! tasks, its runs and the commits a list row reads (the culprit, the good endpoint). Only
+//! tasks, its runs, its graph and the details a list row reads (the culprit's, the good
+//! endpoint's). Only
 //! the rows are copied, so the list reads exactly what it would after that many real bisects
 //! of this size. The database is a cluster the scenario starts itself, so it can write to it.
 
@@ -44,15 +45,14 @@ async fn copy_bisects(db: &sqlx::PgPool, from: &[i64], count: usize) -> anyhow::
         "INSERT INTO bisects
          SELECT (jsonb_populate_record(b, jsonb_build_object('id', c.dst))).*
          FROM copy_bisects c JOIN bisects b ON b.id = c.src",
-        "INSERT INTO bisect_commits
+        "INSERT INTO bisect_graph_chunks
          SELECT (jsonb_populate_record(k, jsonb_build_object('bisect_id', c.dst))).*
-         FROM copy_bisects c JOIN bisects b ON b.id = c.src
-         JOIN bisect_commits k ON k.bisect_id = c.src AND (k.idx < 0 OR k.sha = b.culprit_sha)",
+         FROM copy_bisects c JOIN bisect_graph_chunks k ON k.bisect_id = c.src",
         "INSERT INTO bisect_commit_details
          SELECT (jsonb_populate_record(d, jsonb_build_object('bisect_id', c.dst))).*
          FROM copy_bisects c JOIN bisects b ON b.id = c.src
-         JOIN bisect_commits k ON k.bisect_id = c.src AND (k.idx < 0 OR k.sha = b.culprit_sha)
-         JOIN bisect_commit_details d ON d.bisect_id = k.bisect_id AND d.idx = k.idx",
+         JOIN bisect_commit_details d
+           ON d.bisect_id = c.src AND (d.idx < 0 OR d.sha = b.culprit_sha)",
         "INSERT INTO tasks
          SELECT (jsonb_populate_record(t, jsonb_build_object('id', c.dst, 'bisect_id', c.bisect))).*
          FROM copy_tasks c JOIN tasks t ON t.id = c.src",

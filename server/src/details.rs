@@ -81,7 +81,7 @@ pub async fn sweep(state: &AppState) -> anyhow::Result<usize> {
 
 /// Fills bisect `id`'s details if they are missing, under its fill lock (waited for when
 /// `wait`, else a held lock means someone else fills them). `commits`: the good endpoint
-/// and the candidates by index, if known; else read back from `bisect_commits`. True when
+/// and the candidates by index, if known; else read back from its graph. True when
 /// this call stored them.
 async fn fill(
     state: &AppState,

@@ -130,7 +130,7 @@ impl GraphCache {
         }
     }
 
-    /// The graph of `bisect`, from memory or from `bisect_commits`.
+    /// The graph of `bisect`, from memory or from its stored chunks.
     pub async fn get<'e>(
         &self,
         db: impl sqlx::PgExecutor<'e>,

@@ -942,6 +942,11 @@ async fn submit_merge_range(f: &Fixture) -> i64 {
 
 /// libgit2's walk of v1..m with its subjects and authors, the good endpoint first (idx -1).
 fn libgit2_rows(f: &Fixture) -> Vec<StoredCommit> {
+    libgit2_walk(f, "v1", "m")
+}
+
+/// libgit2's walk of good..bad with its subjects and authors, the good endpoint first.
+fn libgit2_walk(f: &Fixture, good: &str, bad: &str) -> Vec<StoredCommit> {
     let repo = git2::Repository::open(&f.repo).unwrap();
     let row = |idx: i32, c: &git2::Commit, parents: Vec<i32>| {
         let a = c.author();
@@ -954,7 +959,7 @@ fn libgit2_rows(f: &Fixture) -> Vec<StoredCommit> {
         )
     };
     let good = repo
-        .revparse_single("v1")
+        .revparse_single(good)
         .unwrap()
         .peel_to_commit()
         .unwrap();
@@ -962,15 +967,17 @@ fn libgit2_rows(f: &Fixture) -> Vec<StoredCommit> {
     let mut walk = repo.revwalk().unwrap();
     walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)
         .unwrap();
-    walk.push(repo.revparse_single("m").unwrap().id()).unwrap();
+    walk.push(repo.revparse_single(bad).unwrap().id()).unwrap();
     walk.hide(good.id()).unwrap();
     let order: Vec<git2::Oid> = walk.map(Result::unwrap).collect();
+    let at: std::collections::HashMap<git2::Oid, i32> = order
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (*o, i as i32))
+        .collect();
     for (i, oid) in order.iter().enumerate() {
         let c = repo.find_commit(*oid).unwrap();
-        let parents = c
-            .parent_ids()
-            .filter_map(|p| order.iter().position(|o| *o == p).map(|j| j as i32))
-            .collect();
+        let parents = c.parent_ids().filter_map(|p| at.get(&p).copied()).collect();
         expected.push(row(i as i32, &c, parents));
     }
     expected
@@ -988,6 +995,118 @@ async fn stored_candidates_are_libgit2s_walk_with_its_subjects_and_authors() {
     let rows = stored_commits(&f, id).await;
     assert_eq!(rows, libgit2_rows(&f));
     assert!(rows.iter().any(|r| r.2.len() == 2), "the range has a merge");
+}
+
+/// A range of several chunks (the graph is stored 1,000 commits a row) reads back as
+/// libgit2 walks it, merges whose parents sit in another chunk included; and a commit's
+/// first parent is found across a chunk's edge, with its details stored and without.
+#[tokio::test]
+async fn a_range_of_several_chunks_reads_back_whole() {
+    let f = fixture().await;
+    // 2,100 commits on main after v5 and a side branch of 5 forking at main's 990th, merged
+    // back at its 1,010th and again (an octopus of two sides) at its 2,050th.
+    let mut stream = String::new();
+    let mut commit = |mark: usize, branch: &str, from: Option<String>, merges: &[usize]| {
+        let msg = format!("commit {mark}");
+        stream += &format!(
+            "commit refs/heads/{branch}\nmark :{mark}\n\
+             committer T <t@example.invalid> {} +0000\ndata {}\n{msg}\n",
+            1_700_000_000 + mark,
+            msg.len()
+        );
+        if let Some(from) = from {
+            stream += &format!("from {from}\n");
+        }
+        for m in merges {
+            stream += &format!("merge :{m}\n");
+        }
+    };
+    for i in 1..=2100 {
+        let from = (i == 1).then(|| "refs/heads/main^0".to_string());
+        match i {
+            1010 => commit(i, "main", from, &[3005]),
+            2050 => commit(i, "main", from, &[3005, 3003]),
+            _ => commit(i, "main", from, &[]),
+        }
+        if i == 990 {
+            for s in 3001..=3005 {
+                commit(s, "side2", (s == 3001).then(|| ":990".to_string()), &[]);
+            }
+        }
+    }
+    let mut import = std::process::Command::new("git")
+        .args(["fast-import", "--quiet"])
+        .current_dir(&f.repo)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    import
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stream.as_bytes())
+        .unwrap();
+    assert!(import.wait().unwrap().success());
+    common::register_repo(&f).await;
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v5", "main")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(v["candidates_total"], json!(2105), "{v}");
+    let id = v["id"].as_i64().unwrap();
+    wait_details(&f, id).await;
+    let expected = libgit2_walk(&f, "v5", "main");
+    assert_eq!(stored_commits(&f, id).await, expected);
+    let chunks: Vec<i32> = sqlx::query_scalar(
+        "SELECT first_idx FROM bisect_graph_chunks WHERE bisect_id = $1 ORDER BY first_idx",
+    )
+    .bind(id)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    assert_eq!(chunks, [-1, 999, 1999]);
+    let crossing = expected
+        .iter()
+        .filter(|c| c.2.iter().any(|&p| (p + 1) / 1000 != (c.0 + 1) / 1000))
+        .count();
+    assert!(crossing >= 3, "parents in another chunk: {crossing}");
+    // The first parent of the commits at the chunks' edges and of the merges: libgit2's,
+    // when it is a candidate (else the good endpoint stands in, and the store says none).
+    let repo = git2::Repository::open(&f.repo).unwrap();
+    let checked: Vec<(&StoredCommit, Option<String>)> = expected[1..]
+        .iter()
+        .filter(|c| (c.0 + 1) % 1000 < 3 || (c.0 + 1) % 1000 > 997 || c.2.len() > 1)
+        .map(|c| {
+            let oid = git2::Oid::from_str(&c.1).unwrap();
+            let first = repo
+                .find_commit(oid)
+                .unwrap()
+                .parent_id(0)
+                .unwrap()
+                .to_string();
+            let inside = expected[1..].iter().any(|e| e.1 == first);
+            (c, inside.then_some(first))
+        })
+        .collect();
+    assert!(checked.len() > 12, "{}", checked.len());
+    let mut conn = f.state.db.acquire().await.unwrap();
+    for missing in [false, true] {
+        if missing {
+            lose_details(&f, id).await;
+        }
+        for (c, want) in &checked {
+            let got = perfbisect_server::store::candidates::first_parent(&mut conn, id, &c.1)
+                .await
+                .unwrap();
+            assert_eq!(&got, want, "idx {}, details missing: {missing}", c.0);
+        }
+    }
 }
 
 /// Details lost to a crash between the submit and its fill: the pages and the API still

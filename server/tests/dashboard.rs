@@ -101,17 +101,10 @@ async fn seed_bisect(db: &PgPool, repo: &str, status: &str, candidates: u32) -> 
     .fetch_one(db)
     .await
     .unwrap();
+    let shas: Vec<String> = (1..=candidates).map(sha).collect();
+    let shas: Vec<&str> = shas.iter().map(String::as_str).collect();
+    common::store_line_graph(db, id, &sha(0), &shas).await;
     for i in 0..=candidates {
-        sqlx::query(
-            "INSERT INTO bisect_commits (bisect_id, idx, sha, parents) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(id)
-        .bind(i as i32 - 1)
-        .bind(sha(i))
-        .bind(if i < 2 { vec![] } else { vec![i as i32 - 2] })
-        .execute(db)
-        .await
-        .unwrap();
         sqlx::query(
             "INSERT INTO bisect_commit_details (bisect_id, idx, sha, subject, author)
              VALUES ($1, $2, $3, $4, 'Dev <dev@example.invalid>')",

@@ -117,32 +117,21 @@ async fn bisect(
     .fetch_one(db)
     .await
     .unwrap();
-    for (idx, sha, parents, subject) in [
-        (-1, G, "{}", "base"),
+    common::store_line_graph(db, id, G, &[C0, C1, C2]).await;
+    for (idx, sha, subject) in [
+        (-1, G, "base"),
         (
             0,
             C0,
-            "{}",
             "ext4: allow ext4_map_blocks() to start its own transaction handle",
         ),
         (
             1,
             C1,
-            "{0}",
             "ext4: avoid unnecessary transaction in ext4_map_blocks() for unwritten extents",
         ),
-        (2, C2, "{1}", "fs: later"),
+        (2, C2, "fs: later"),
     ] {
-        sqlx::query(
-            "INSERT INTO bisect_commits (bisect_id, idx, sha, parents) VALUES ($1, $2, $3, $4::int[])",
-        )
-        .bind(id)
-        .bind(idx)
-        .bind(sha)
-        .bind(parents)
-        .execute(db)
-        .await
-        .unwrap();
         sqlx::query(
             "INSERT INTO bisect_commit_details (bisect_id, idx, sha, subject, author)
              VALUES ($1, $2, $3, $4, 'Jan Kara <jack@suse.cz>')",

@@ -1,4 +1,4 @@
-//! `bisect_commit_details`: each commit of a bisect (by `idx`, as in `bisect_commits`) with
+//! `bisect_commit_details`: each commit of a bisect (by `idx`, as in its graph) with
 //! its sha, subject and author, found by sha through its hash index; and
 //! `bisects.details_missing`, set while they are not stored yet. `server::details` fills them.
 
@@ -147,7 +147,9 @@ pub async fn is_missing<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> sqlx:
 /// The commits whose details are read, by idx from -1 (the good endpoint) on.
 pub async fn commits(tx: &mut sqlx::PgConnection, bisect: i64) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar!(
-        "SELECT sha FROM bisect_commits WHERE bisect_id = $1 ORDER BY idx",
+        r#"SELECT s.sha AS "sha!" FROM bisect_graph_chunks g,
+                  unnest(g.shas) WITH ORDINALITY AS s (sha, o)
+           WHERE g.bisect_id = $1 ORDER BY g.first_idx, s.o"#,
         bisect,
     )
     .fetch_all(tx)

@@ -57,18 +57,32 @@ pub struct ReportCommit {
     pub author: String,
 }
 
+/// Every commit of the bisect's graph (`store::candidates::graph`) with its subject and
+/// author (empty where its details are missing).
 pub async fn commits(conn: &mut PgConnection, bisect: i64) -> sqlx::Result<Vec<ReportCommit>> {
-    sqlx::query_as!(
-        ReportCommit,
-        r#"SELECT c.idx, c.sha, c.parents, coalesce(d.subject, '') AS "subject!",
-                  coalesce(d.author, '') AS "author!"
-           FROM bisect_commits c
-           LEFT JOIN bisect_commit_details d ON d.bisect_id = c.bisect_id AND d.idx = c.idx
-           WHERE c.bisect_id = $1"#,
+    let graph = super::candidates::graph(&mut *conn, bisect).await?;
+    let mut details: std::collections::HashMap<i32, (String, String)> = sqlx::query!(
+        "SELECT idx, subject, author FROM bisect_commit_details WHERE bisect_id = $1",
         bisect,
     )
-    .fetch_all(conn)
-    .await
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(|d| (d.idx, (d.subject, d.author)))
+    .collect();
+    Ok(graph
+        .into_iter()
+        .map(|c| {
+            let (subject, author) = details.remove(&c.idx).unwrap_or_default();
+            ReportCommit {
+                idx: c.idx,
+                sha: c.sha,
+                parents: c.parents,
+                subject,
+                author,
+            }
+        })
+        .collect())
 }
 
 /// A run with its task's commits and every metric it produced.

@@ -151,8 +151,14 @@ pub const JOB: &str =
 /// `fixture()` with its repository registered as `r`.
 pub async fn with_repo() -> Fixture {
     let f = fixture().await;
+    register_repo(&f).await;
+    f
+}
+
+/// Registers the fixture's repository as `r` and waits for its mirror.
+pub async fn register_repo(f: &Fixture) {
     let (s, v) = call(
-        &f,
+        f,
         "POST",
         "/api/v1/repositories",
         Some(TOKEN),
@@ -162,7 +168,6 @@ pub async fn with_repo() -> Fixture {
     assert_eq!(s, axum::http::StatusCode::ACCEPTED, "{v}");
     assert_eq!(v["state"], "mirroring", "{v}");
     wait_repository(&f.state, "r", "ready").await;
-    f
 }
 
 /// Registers worker `name` in host group `group` with the enrollment token; its token.
@@ -220,4 +225,30 @@ pub async fn wait_repository(state: &AppState, name: &str, wanted: &str) -> Valu
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Stores a bisect's graph as a line: the good endpoint (idx -1), then `candidates` in
+/// order, each the child of the one before (the first with no parent in the set). One
+/// chunk row, as `store::candidates` writes it for up to 1,000 commits.
+pub async fn store_line_graph(db: &sqlx::PgPool, bisect: i64, good: &str, candidates: &[&str]) {
+    assert!(candidates.len() < 1000, "one chunk holds 1,000 commits");
+    let shas: Vec<&str> = std::iter::once(good)
+        .chain(candidates.iter().copied())
+        .collect();
+    // Candidate i (position i + 2 of the chunk, after the good endpoint) has parent i - 1;
+    // the good endpoint and the first candidate have no parents in the set.
+    let parents: Vec<i32> = (0..candidates.len() as i32 - 1).collect();
+    let parent_of: Vec<i32> = (3..=candidates.len() as i32 + 1).collect();
+    sqlx::query(
+        "INSERT INTO bisect_graph_chunks
+             (bisect_id, first_idx, shas, parents, parent_of, first_parent_outside)
+         VALUES ($1, -1, $2, $3, $4, array_fill(false, ARRAY[cardinality($2::text[])]))",
+    )
+    .bind(bisect)
+    .bind(&shas)
+    .bind(&parents)
+    .bind(&parent_of)
+    .execute(db)
+    .await
+    .unwrap();
 }
