@@ -51,8 +51,8 @@ GROUP BY f.bisect_id, f.chunk, p.parents, p.parent_of;
 DROP TABLE bisect_commits;
 
 -- What the table was, one row a commit, for people and tests; the server reads the chunks
--- (the view takes ~0.3 s for 100,000 commits, the chunks read and unnested by the server
--- a tenth of that). A lookup of one idx goes to its chunk (`bisect_commit_at`).
+-- (for 100,000 commits, psql reads the view in 0.22 s and the chunks in 0.025-0.036 s). A
+-- lookup of one idx goes to its chunk (`bisect_commit_at`).
 CREATE VIEW bisect_commits AS
 SELECT g.bisect_id, g.first_idx + c.o - 1 AS idx, c.sha, c.parents,
        c.outside AS first_parent_outside

