@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo build --release -q -p perfbisect-cli
-exec target/release/perfbisect demo "$@"
+# Where cargo put it: a shared CARGO_TARGET_DIR (worktrees) as well as ./target.
+exec "${CARGO_TARGET_DIR:-target}/release/perfbisect" demo "$@"
