@@ -831,9 +831,25 @@ async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<(
         }
     }
     // The same without the start, when every host polled at once (each part on its own).
-    if let Some(early) = early {
+    if let Some(early) = &early {
+        // What shared the machine with the first claims: every host's first task at once,
+        // then their runs' uploads.
+        let during = |name: &str| -> anyhow::Result<Hist> { Hist::parse(early, name) };
+        let (claims, uploads, completes) = (
+            during("claim_seconds")?,
+            during("upload_seconds")?,
+            during("complete_seconds")?,
+        );
+        println!(
+            "  in the first {} s: {} claims, {} run uploads (upload {}), {} completes",
+            START_UP.as_secs(),
+            claims.count,
+            uploads.count,
+            uploads.describe(),
+            completes.count
+        );
         for (name, what) in parts {
-            let h = Hist::parse(&text, name)?.since(&Hist::parse(&early, name)?);
+            let h = Hist::parse(&text, name)?.since(&Hist::parse(early, name)?);
             println!(
                 "  {} after the first {} s: {} over {} claims",
                 what.trim(),
