@@ -3,9 +3,8 @@
 //! Real bisects first (a few small ranges worked to the end by fake hosts), then copies of
 //! their rows made in SQL until `--stored` bisects exist: each copy is a bisect row with its
 //! tasks, its runs, its graph and the details a list row reads (the culprit's, the good
-//! endpoint's). Only
-//! the rows are copied, so the list reads exactly what it would after that many real bisects
-//! of this size. The database is a cluster the scenario starts itself, so it can write to it.
+//! endpoint's). Only the rows are copied, so the list reads exactly what it would after that
+//! many real bisects of this size. The database is a cluster the scenario starts itself, so it can write to it.
 
 use crate::loadtest::{Latencies, LoadtestArgs, ms, report_errors, small};
 use anyhow::Context;
