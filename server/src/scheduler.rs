@@ -16,16 +16,18 @@ use perfbisect_engine::{
 use perfbisect_wire::states::{BisectStatus, TaskState};
 use std::collections::HashMap;
 
-/// Folds every stored run and task of the bisect into the engine's evidence.
+/// Folds every stored run and task of the bisect into the engine's evidence; with it, how
+/// many runs were read.
 async fn load_evidence(
     tx: &mut sqlx::PgConnection,
     bisect: i64,
     metric: &str,
     points: &HashMap<String, Point>,
-) -> anyhow::Result<Evidence> {
+) -> anyhow::Result<(Evidence, usize)> {
     let mut evidence = Evidence::default();
     // (task, sha, completed, value, start, host) in upload order within each task.
     let runs = store::runs::samples(&mut *tx, bisect, metric).await?;
+    let read = runs.len();
     let mut per_task: HashMap<i64, Vec<(Point, Option<f64>)>> = HashMap::new();
     for store::runs::Sample {
         task_id: task,
@@ -114,7 +116,7 @@ async fn load_evidence(
             _ => {}
         }
     }
-    Ok(evidence)
+    Ok((evidence, read))
 }
 
 /// Moves one bisect forward as far as the stored evidence allows, waiting for an advance of
@@ -129,31 +131,56 @@ pub async fn try_advance(state: &AppState, bisect: i64) -> anyhow::Result<bool> 
     run_advance(state, bisect, false).await
 }
 
+/// How many times an advance decides again when runs were stored while it was ending the
+/// bisect. Each try cancels the open tasks before it counts, so a second try only sees a run
+/// that raced the first one's cancellation; three is generous.
+const ENDING_TRIES: u32 = 3;
+
 async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Result<bool> {
+    for last in (1..=ENDING_TRIES).rev() {
+        match advance_once(state, bisect, wait, last == 1).await? {
+            Some(ran) => return Ok(ran),
+            None => tracing::info!(
+                bisect,
+                "runs were stored while the bisect ended; deciding again"
+            ),
+        }
+    }
+    unreachable!("the last try always answers")
+}
+
+/// One advance in one transaction. `None`: the engine ended the bisect on evidence that runs
+/// stored meanwhile made stale, so nothing was committed (unless `last`).
+async fn advance_once(
+    state: &AppState,
+    bisect: i64,
+    wait: bool,
+    last: bool,
+) -> anyhow::Result<Option<bool>> {
     let mut tx = state.db.begin().await?;
     if wait {
         wakeups::lock_bisect(&mut tx, bisect).await?;
     } else if !wakeups::try_lock_bisect(&mut tx, bisect).await? {
-        return Ok(false);
+        return Ok(Some(false));
     }
     // Before any evidence is read: what these wake-ups announced is visible from here on.
     wakeups::consume(&mut tx, bisect).await?;
     let row = store::bisects::for_advance(&mut tx, bisect).await?;
     let Some(row) = row else {
         tx.commit().await?;
-        return Ok(true);
+        return Ok(Some(true));
     };
     if row.status.is_final() {
         state.graphs.forget(bisect);
         // `finish` woke it once more for this: the change over every run, with the culprit.
         crate::change::refresh(&mut tx, bisect, &state.mail.report.kpi_table()).await?;
         tx.commit().await?;
-        return Ok(true);
+        return Ok(Some(true));
     }
     // Waiting for its repository's fetch: no range yet (`fetcher` resolves and wakes it).
     if row.status == BisectStatus::Fetching {
         tx.commit().await?;
-        return Ok(true);
+        return Ok(Some(true));
     }
 
     // A task that failed on every attempt (not the commit's fault) stops the bisect: its
@@ -174,7 +201,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         finish(&mut tx, bisect, BisectStatus::Failed, &reason, None).await?;
         tx.commit().await?;
         state.graphs.forget(bisect);
-        return Ok(true);
+        return Ok(Some(true));
     }
 
     // This bisect's share of its group's live hosts (`allocator`), less what it has out.
@@ -196,7 +223,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     let idle = share as i64 - outstanding;
     let loaded = state.graphs.get(&mut *tx, bisect).await?;
     let (graph, points) = (&loaded.graph, &loaded.points);
-    let mut evidence = load_evidence(&mut tx, bisect, &row.metric, points).await?;
+    let (mut evidence, evidence_runs) = load_evidence(&mut tx, bisect, &row.metric, points).await?;
     evidence.costs = crate::findings::measured_costs(&mut tx, row.job_spec_id).await?;
     evidence.built = crate::findings::built_points(&mut tx, bisect, points).await?;
     // Nothing can be decided about a range whose endpoints cannot be built.
@@ -214,7 +241,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
         finish(&mut tx, bisect, BisectStatus::Failed, &reason, None).await?;
         tx.commit().await?;
         state.graphs.forget(bisect);
-        return Ok(true);
+        return Ok(Some(true));
     }
     let mut settings = Settings {
         confidence: row.confidence,
@@ -275,7 +302,7 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             .await?;
             tx.commit().await?;
             state.graphs.forget(bisect);
-            return Ok(true);
+            return Ok(Some(true));
         }
     };
     crate::assessing::store_round(
@@ -432,12 +459,21 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
             finish(&mut tx, bisect, BisectStatus::Inconclusive, &reason, None).await?;
         }
     }
+    // An upload that began before `finish` cancelled the open tasks stored its run after the
+    // evidence was read (the cancellation waited for it): the findings and the verdict would
+    // not be those of the runs the bisect shows (a report's change of +2.07% above a table
+    // whose means say +1.97%). The cancellation has locked every open task, so the count is
+    // final; decide again on the whole evidence.
+    if over && !last && store::runs::count(&mut *tx, bisect).await? != evidence_runs as i64 {
+        tx.rollback().await?;
+        return Ok(None);
+    }
     crate::change::refresh(&mut tx, bisect, &state.mail.report.kpi_table()).await?;
     tx.commit().await?;
     if over {
         state.graphs.forget(bisect);
     }
-    Ok(true)
+    Ok(Some(true))
 }
 
 /// The phase a task is queued in for the engine's phase.

@@ -471,3 +471,203 @@ async fn verdicts_are_stored_one_byte_a_candidate_and_read_back_whole() {
         "{busy:?}"
     );
 }
+
+/// A task for this host, if one is queued.
+async fn try_claim(f: &Fixture, token: &str) -> Option<Value> {
+    let (s, task) = call(
+        f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(token),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert!(
+        s == StatusCode::OK || s == StatusCode::NO_CONTENT,
+        "{s}: {task}"
+    );
+    (s == StatusCode::OK).then_some(task)
+}
+
+/// Iteration `i` of a task: the task's commit, or its pair's on odd iterations of a pair.
+fn commit_of(task: &Value, i: u32) -> String {
+    match task["pair_sha"].as_str() {
+        Some(p) if i % 2 == 1 => p.to_string(),
+        _ => task["sha"].as_str().unwrap().to_string(),
+    }
+}
+
+fn iterations(task: &Value) -> u32 {
+    let runs = task["runs"].as_u64().unwrap() as u32;
+    if task["pair_sha"].is_string() {
+        2 * runs
+    } else {
+        runs
+    }
+}
+
+async fn upload(f: &Fixture, token: &str, task: &Value, i: u32, value: f64) -> StatusCode {
+    let path = format!("/api/v1/worker/tasks/{}/runs", task["task_id"]);
+    let body = run_body(i, &commit_of(task, i), value);
+    call(f, "POST", &path, Some(token), Some(body)).await.0
+}
+
+#[tokio::test]
+async fn a_run_stored_while_an_advance_ends_the_bisect_is_in_its_verdict() {
+    // Every round, one task that measures an endpoint keeps the second half of its runs
+    // back (the engine may end a bisect with runs still pending). The advance is held (its
+    // update of the bisect's row waits on this test's lock) after it read the evidence; one
+    // more run is uploaded then, and stored, since its task is still running.
+    // The advance that ends the bisect must decide on that run too: its findings' change is
+    // (bad − good) / good of every run the bisect shows (in CI, a report once said +2.07%
+    // above endpoints whose means said +1.97%).
+    let f = with_repo().await;
+    let tokens = [
+        register(&f, "h1").await,
+        register(&f, "h2").await,
+        register(&f, "h3").await,
+    ];
+    let bisect = submit(&f).await;
+    let (good, bad): (String, String) =
+        sqlx::query_as("SELECT good_sha, bad_sha FROM bisects WHERE id = $1")
+            .bind(bisect)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap();
+    let shas: Vec<String> = sqlx::query_scalar(
+        "SELECT sha FROM bisect_commits WHERE bisect_id = $1 AND idx >= 0 ORDER BY idx",
+    )
+    .bind(bisect)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    // The change comes in with the candidate right after the good endpoint: the culprit is
+    // verified against the good endpoint itself, so the last rounds measure an endpoint.
+    let changed = 0;
+    let level = |sha: &str, i: u32| {
+        let step = match shas.iter().position(|s| s == sha) {
+            Some(k) if k >= changed => 2.0,
+            _ => 1.0,
+        };
+        step * (1.0 + 0.002 * f64::from(i % 3))
+    };
+    let status = || async {
+        sqlx::query_scalar::<_, String>("SELECT status FROM bisects WHERE id = $1")
+            .bind(bisect)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap()
+    };
+    let active = ["queued", "reproducing", "searching", "verifying"];
+    let mut ended_while_held = None;
+    for _ in 0..40 {
+        if !active.contains(&status().await.as_str()) {
+            break;
+        }
+        let mut claimed = Vec::new();
+        for token in &tokens {
+            if let Some(task) = try_claim(&f, token).await {
+                claimed.push((token, task));
+            }
+        }
+        let is_end = |s: Option<&str>| s == Some(good.as_str()) || s == Some(bad.as_str());
+        let held = claimed
+            .iter()
+            .position(|(_, t)| is_end(t["sha"].as_str()) || is_end(t["pair_sha"].as_str()));
+        for (k, (token, task)) in claimed.iter().enumerate() {
+            let n = if held == Some(k) {
+                iterations(task) / 2
+            } else {
+                iterations(task)
+            };
+            for i in 0..n {
+                let s = upload(&f, token, task, i, level(&commit_of(task, i), i)).await;
+                assert_eq!(s, StatusCode::CREATED);
+            }
+            if held != Some(k) {
+                let path = format!("/api/v1/worker/tasks/{}/complete", task["task_id"]);
+                let (s, v) = call(
+                    &f,
+                    "POST",
+                    &path,
+                    Some(token),
+                    Some(json!({"outcome": "done"})),
+                )
+                .await;
+                assert_eq!(s, StatusCode::OK, "{v}");
+            }
+        }
+        let Some(k) = held else {
+            perfbisect_server::scheduler::advance(&f.state, bisect)
+                .await
+                .unwrap();
+            continue;
+        };
+        let (token, task) = &claimed[k];
+        let mut row = f.state.db.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM bisects WHERE id = $1 FOR NO KEY UPDATE")
+            .bind(bisect)
+            .execute(&mut *row)
+            .await
+            .unwrap();
+        let state = f.state.clone();
+        let advance =
+            tokio::spawn(
+                async move { perfbisect_server::scheduler::advance(&state, bisect).await },
+            );
+        // The advance has read the evidence once it waits for the bisect's row.
+        let waiting = "SELECT count(*) FROM pg_stat_activity
+                       WHERE wait_event_type = 'Lock' AND datname = current_database()
+                         AND pid <> pg_backend_pid() AND $1 > 0";
+        eventually("the advance waits for the bisect's row", || async {
+            count(&f, waiting, 1).await > 0
+        })
+        .await;
+        let last = iterations(task) / 2;
+        // A value the engine has not seen: the endpoint's mean moves with it.
+        let value = 1.02 * level(&commit_of(task, last), last);
+        assert_eq!(
+            upload(&f, token, task, last, value).await,
+            StatusCode::CREATED,
+            "the task still runs while the advance decides"
+        );
+        row.commit().await.unwrap();
+        advance.await.unwrap().unwrap();
+        if !active.contains(&status().await.as_str()) {
+            ended_while_held = Some(task["task_id"].clone());
+            break;
+        }
+        let path = format!("/api/v1/worker/tasks/{}/complete", task["task_id"]);
+        let (s, v) = call(
+            &f,
+            "POST",
+            &path,
+            Some(token),
+            Some(json!({"outcome": "done"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+    assert_eq!(status().await, "found");
+    assert!(
+        ended_while_held.is_some(),
+        "the bisect did not end on an advance that a run raced"
+    );
+    let (_, view) = call(&f, "GET", &format!("/api/v1/bisects/{bisect}"), None, None).await;
+    let mean = |role: &str| {
+        view["commits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["role"] == role)
+            .and_then(|c| c["mean"].as_f64())
+            .unwrap_or_else(|| panic!("no {role} in {view:#}"))
+    };
+    let (g, b) = (mean("good_endpoint"), mean("bad_endpoint"));
+    let change = view["findings"]["change"].as_f64().expect("a change");
+    assert!(
+        (change - (b - g) / g).abs() < 1e-9,
+        "the findings' change {change} is not (bad − good) / good = {} of every run shown",
+        (b - g) / g
+    );
+}

@@ -115,6 +115,16 @@ pub async fn samples(
     .await
 }
 
+/// How many runs the bisect has stored (complete or not).
+pub async fn count<'e>(db: impl PgExecutor<'e>, bisect: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM runs WHERE bisect_id = $1"#,
+        bisect
+    )
+    .fetch_one(db)
+    .await
+}
+
 /// The bisect's complete runs that reported `metric`: commit and value, in upload order.
 pub async fn values<'e>(
     db: impl PgExecutor<'e>,
