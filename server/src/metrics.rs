@@ -23,6 +23,7 @@ struct Recorded {
     claim: Histogram,
     claim_acquire: Histogram,
     claim_statement: Histogram,
+    claim_batch: Histogram,
     upload: Histogram,
     complete: Histogram,
     runs: Counter,
@@ -38,6 +39,8 @@ fn recorded() -> &'static Recorded {
         claim: buckets(),
         claim_acquire: buckets(),
         claim_statement: buckets(),
+        // 1 to 256 looks.
+        claim_batch: Histogram::new(exponential_buckets(1.0, 2.0, 9)),
         upload: buckets(),
         complete: buckets(),
         runs: Counter::default(),
@@ -48,8 +51,14 @@ pub fn observe_advance(d: Duration) {
     recorded().advance.observe(d.as_secs_f64());
 }
 
-/// One look for a task (not the long-poll wait around it): the wait for a pool connection
-/// and the claim statement, each on its own and together.
+/// One claim statement, answering `looks` looks at once (`queue::claim`).
+pub fn observe_claim_batch(looks: usize) {
+    recorded().claim_batch.observe(looks as f64);
+}
+
+/// One look for a task (not the long-poll wait around it): the wait for its claim statement's
+/// connection (a slot, the looks before it, the pool) and the statement, each on its own and
+/// together.
 pub fn observe_claim(acquire: Duration, statement: Duration) {
     let r = recorded();
     r.claim_acquire.observe(acquire.as_secs_f64());
@@ -101,13 +110,18 @@ async fn render(state: &AppState) -> anyhow::Result<String> {
     );
     reg.register(
         "claim_acquire_seconds",
-        "Of a task claim, the wait for a database connection from the pool",
+        "Of a task claim, the wait for its statement's database connection (a statement slot, the batches before it, the pool)",
         r.claim_acquire.clone(),
     );
     reg.register(
         "claim_statement_seconds",
         "Of a task claim, the claim statement on its connection",
         r.claim_statement.clone(),
+    );
+    reg.register(
+        "claim_batch_looks",
+        "Looks answered by one claim statement",
+        r.claim_batch.clone(),
     );
     reg.register(
         "upload_seconds",

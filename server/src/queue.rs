@@ -4,10 +4,10 @@
 use crate::state::AppState;
 use crate::store;
 use perfbisect_wire::states::TaskState;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, oneshot};
 
 pub use crate::store::queue::{CHANNEL, ClaimedTask, Look};
 
@@ -24,22 +24,60 @@ pub struct Waiters {
     /// The host group each worker token's last look found (keyed by the token's hash): which
     /// group's notifications should wake its next long poll. A hint, never an authorisation.
     group_of: Mutex<HashMap<String, String>>,
-    /// Looks running at once on this replica (`claim`): at most `LOOKS_AT_ONCE`.
-    looks: Semaphore,
+    /// Claim statements running at once on this replica (`claim`): at most `BATCHES_AT_ONCE`.
+    batches: Arc<Semaphore>,
+    /// Looks waiting for a claim statement, oldest first.
+    pending: Mutex<Pending>,
 }
 
-/// Claim looks that hold one of the pool's connections at once, per replica: half the pool
-/// (`db::connect`), so that a thousand hosts polling at the same instant (a lab's start, a
-/// server's restart) leave connections to uploads, completions, the scheduler and the health
-/// check, which would otherwise wait behind every look.
-pub const LOOKS_AT_ONCE: usize = 10;
+/// Claim statements that hold one of the pool's connections at once, per replica: a fifth of
+/// the pool (`db::connect`), so that a thousand hosts polling at the same instant (a lab's
+/// start, a server's restart) leave connections to uploads, completions, the scheduler and
+/// the health check. Looks that arrive while they run wait together for the next statement.
+pub const BATCHES_AT_ONCE: usize = 4;
+
+/// Looks one claim statement takes at most.
+const BATCH_MAX: usize = 256;
+
+#[derive(Debug, Default)]
+struct Pending {
+    next: u64,
+    looks: VecDeque<PendingLook>,
+}
+
+/// A look waiting for a claim statement, and where its answer goes.
+#[derive(Debug)]
+struct PendingLook {
+    id: u64,
+    token_hash: String,
+    seen: bool,
+    since: Instant,
+    answer: oneshot::Sender<Result<Look, String>>,
+}
+
+/// Takes a look out of the waiting ones when its claim request goes away before a statement
+/// took it (its client gone), so no task is claimed for it.
+struct Waiting<'a> {
+    waiters: &'a Waiters,
+    id: u64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.waiters.pending.lock().expect("pending looks");
+        if let Some(at) = pending.looks.iter().position(|l| l.id == self.id) {
+            pending.looks.remove(at);
+        }
+    }
+}
 
 impl Default for Waiters {
     fn default() -> Self {
         Waiters {
             groups: Mutex::default(),
             group_of: Mutex::default(),
-            looks: Semaphore::new(LOOKS_AT_ONCE),
+            batches: Arc::new(Semaphore::new(BATCHES_AT_ONCE)),
+            pending: Mutex::default(),
         }
     }
 }
@@ -49,9 +87,48 @@ impl Default for Waiters {
 const GROUP_HINTS: usize = 100_000;
 
 impl Waiters {
-    /// The slots a look takes before its connection (`LOOKS_AT_ONCE` of them).
-    pub fn look_slots(&self) -> &Semaphore {
-        &self.looks
+    /// The slots a claim statement takes before its connection (`BATCHES_AT_ONCE` of them).
+    pub fn batch_slots(&self) -> &Semaphore {
+        &self.batches
+    }
+
+    /// Looks waiting for a claim statement now.
+    pub fn waiting_looks(&self) -> usize {
+        self.pending.lock().expect("pending looks").looks.len()
+    }
+
+    /// Puts a look among the waiting ones; its answer comes on the receiver.
+    fn wait_for_batch(
+        &self,
+        token_hash: &str,
+        seen: bool,
+    ) -> (Waiting<'_>, oneshot::Receiver<Result<Look, String>>) {
+        let (answer, receiver) = oneshot::channel();
+        let mut pending = self.pending.lock().expect("pending looks");
+        let id = pending.next;
+        pending.next += 1;
+        pending.looks.push_back(PendingLook {
+            id,
+            token_hash: token_hash.to_string(),
+            seen,
+            since: Instant::now(),
+            answer,
+        });
+        (Waiting { waiters: self, id }, receiver)
+    }
+
+    /// The look `id` if it still waits, with the oldest others: a batch of at most
+    /// `BATCH_MAX`. Empty when a statement already took it.
+    fn take_batch(&self, id: u64) -> Vec<PendingLook> {
+        let mut pending = self.pending.lock().expect("pending looks");
+        let Some(at) = pending.looks.iter().position(|l| l.id == id) else {
+            return Vec::new();
+        };
+        let mine = pending.looks.remove(at).expect("found above");
+        let others = pending.looks.len().min(BATCH_MAX - 1);
+        std::iter::once(mine)
+            .chain(pending.looks.drain(..others))
+            .collect()
     }
 
     fn remember_look(&self, token_hash: &str, look: &Look) {
@@ -117,37 +194,105 @@ impl Waiters {
     }
 }
 
-/// One look of a claim by the worker token with `token_hash`: one statement checks the token
+/// One look of a claim by the worker token with `token_hash`: a statement checks the token
 /// and the host's drain and quarantine, takes the oldest queued task of its group, and reads
-/// what the assignment needs (`store::queue::claim`). `seen`: refresh the host's
+/// what the assignment needs (`store::queue::claim_batch`). `seen`: refresh the host's
 /// `last_seen_at` if it is stale (the first look of a request).
+///
+/// Looks are batched: each waits its turn for one of `BATCHES_AT_ONCE` statement slots, and
+/// whoever gets a slot makes one statement of its own look and every look waiting then. A look
+/// that comes alone goes alone at once; a thousand at once cost a few statements, not a
+/// thousand waits for the pool (the fleet loadtest's start, where claim p99 was 4–6 s).
 pub async fn claim(state: &AppState, token_hash: &str, seen: bool) -> sqlx::Result<Look> {
-    // Timed in two parts: waiting for a look slot and one of the pool's connections, and the
-    // statement on it.
-    let started = Instant::now();
-    let slot = state
-        .task_queued
-        .looks
-        .acquire()
+    let waiters = &state.task_queued;
+    let (waiting, answer) = waiters.wait_for_batch(token_hash, seen);
+    let slot = waiters
+        .batches
+        .clone()
+        .acquire_owned()
         .await
         .map_err(|_| sqlx::Error::PoolClosed)?;
-    let mut conn = state.db.acquire().await?;
-    let acquired = started.elapsed();
-    let look = store::queue::claim(
-        &mut *conn,
-        token_hash,
-        state.lease.as_secs_f64(),
-        seen,
-        crate::auth::SEEN_EVERY_SECS,
-    )
-    .await;
-    drop(conn);
-    drop(slot);
-    let took = started.elapsed();
-    crate::metrics::observe_claim(acquired, took - acquired);
-    let look = look?;
-    state.task_queued.remember_look(token_hash, &look);
+    let batch = waiters.take_batch(waiting.id);
+    drop(waiting);
+    if !batch.is_empty() {
+        // On a task of its own: a claim request that goes away (its client gone) must not
+        // cancel the statement that answers the others' looks.
+        let (db, lease) = (state.db.clone(), state.lease.as_secs_f64());
+        let ran = tokio::spawn(async move {
+            claim_batch(&db, batch, lease).await;
+            drop(slot);
+        });
+        ran.await
+            .map_err(|e| sqlx::Error::Protocol(format!("a claim batch failed: {e}")))?;
+    }
+    let look = answer
+        .await
+        .map_err(|_| sqlx::Error::Protocol("a claim batch ended without an answer".into()))?
+        .map_err(sqlx::Error::Protocol)?;
+    waiters.remember_look(token_hash, &look);
     Ok(look)
+}
+
+/// Makes one statement of `batch` and answers each look. Timed per look in two parts: from
+/// its arrival to the statement's connection, and the statement.
+async fn claim_batch(db: &sqlx::PgPool, batch: Vec<PendingLook>, lease_secs: f64) {
+    crate::metrics::observe_claim_batch(batch.len());
+    let tokens: Vec<String> = batch.iter().map(|l| l.token_hash.clone()).collect();
+    let seen: Vec<bool> = batch.iter().map(|l| l.seen).collect();
+    let looks = async {
+        let mut conn = db.acquire().await?;
+        let connected = Instant::now();
+        let looks = store::queue::claim_batch(
+            &mut *conn,
+            &tokens,
+            &seen,
+            lease_secs,
+            crate::auth::SEEN_EVERY_SECS,
+        )
+        .await?;
+        Ok::<_, sqlx::Error>((connected, looks))
+    }
+    .await;
+    let ended = Instant::now();
+    match looks {
+        Ok((connected, looks)) => {
+            for (pending, look) in batch.into_iter().zip(looks) {
+                crate::metrics::observe_claim(connected - pending.since, ended - connected);
+                if let Err(Ok(Look::Claimed {
+                    host_id,
+                    host_group,
+                    task,
+                })) = pending.answer.send(Ok(look))
+                {
+                    give_back_unheard(db, task.id, host_id, &host_group).await;
+                }
+            }
+        }
+        Err(e) => {
+            let what = e.to_string();
+            for pending in batch {
+                let _ = pending.answer.send(Err(what.clone()));
+            }
+        }
+    }
+}
+
+/// A task claimed for a request that went away while its statement ran (its client gone):
+/// queued again at once, its attempt not spent, rather than held until its lease runs out.
+async fn give_back_unheard(db: &sqlx::PgPool, task: i64, host: i64, group: &str) {
+    let message = "claimed for a request that went away before the answer";
+    let given = async {
+        if store::queue::hand_back(db, task, host, message)
+            .await?
+            .is_some()
+        {
+            notify_queued_in(db, group, 1).await?;
+        }
+        Ok::<_, sqlx::Error>(())
+    };
+    if let Err(e) = given.await {
+        tracing::warn!(task, host, error = %e, "a claimed task nobody heard of stays leased");
+    }
 }
 
 /// Claims a task for the worker token with `token_hash`, waiting up to `wait` for one to be

@@ -1312,10 +1312,10 @@ async fn the_candidate_graph_is_stored_as_walked() {
     );
 }
 
-/// A look waits for one of the replica's look slots before it takes a connection: while every
-/// slot is held, a claim claims nothing; once one is free, it claims.
+/// A look waits for one of the replica's claim statement slots before it takes a connection:
+/// while every slot is held, a claim claims nothing; once one is free, it claims.
 #[tokio::test]
-async fn a_claim_looks_only_with_a_free_look_slot() {
+async fn a_claim_looks_only_with_a_free_batch_slot() {
     let f = with_repo().await;
     let wt = register_worker(&f, "h1", "g").await;
     let (s, v) = call(
@@ -1336,8 +1336,8 @@ async fn a_claim_looks_only_with_a_free_look_slot() {
     let slots = f
         .state
         .task_queued
-        .look_slots()
-        .acquire_many(perfbisect_server::queue::LOOKS_AT_ONCE as u32)
+        .batch_slots()
+        .acquire_many(perfbisect_server::queue::BATCHES_AT_ONCE as u32)
         .await
         .unwrap();
     let claim = call(
@@ -1361,4 +1361,131 @@ async fn a_claim_looks_only_with_a_free_look_slot() {
     let (s, task) = claim.await;
     assert_eq!(s, StatusCode::OK, "{task}");
     assert_eq!(running().await, 1);
+}
+
+/// Looks that wait together are answered by one claim statement: each host of the group takes
+/// a task of its own, an unknown token is refused, a drained host and a host whose group has
+/// nothing queued get nothing; a look that comes alone is a statement of its own.
+#[tokio::test]
+async fn looks_that_wait_together_are_answered_by_one_statement() {
+    let f = with_repo().await;
+    let mut tokens = Vec::new();
+    for i in 0..4 {
+        tokens.push(register_worker(&f, &format!("g{i}"), "g").await);
+    }
+    let drained = register_worker(&f, "drained", "g").await;
+    let elsewhere = register_worker(&f, "elsewhere", "other").await;
+    sqlx::query("UPDATE hosts SET drained_at = now() WHERE name = 'drained'")
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let (s, v) = call(
+            &f,
+            "POST",
+            "/api/v1/bisects",
+            Some(TOKEN),
+            Some(submit_body("v1", "v5")),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let queued = "SELECT count(*) FROM tasks WHERE state = 'queued'";
+    let queued_before: i64 = sqlx::query_scalar(queued)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert!(queued_before >= 4, "{queued_before} tasks queued");
+    let batches = || async {
+        let (_, text) = common::request(&f.state, "GET", "/metrics", None, None).await;
+        text.lines()
+            .find_map(|l| l.strip_prefix("perfbisect_claim_batch_looks_count "))
+            .map_or(0, |n| n.trim().parse::<u64>().unwrap())
+    };
+    let before = batches().await;
+    let slots = f
+        .state
+        .task_queued
+        .batch_slots()
+        .acquire_many(perfbisect_server::queue::BATCHES_AT_ONCE as u32)
+        .await
+        .unwrap();
+    let who: Vec<&str> = tokens
+        .iter()
+        .map(String::as_str)
+        .chain([drained.as_str(), elsewhere.as_str(), "no-such-token"])
+        .collect();
+    let claims = who.iter().map(|t| {
+        call(
+            &f,
+            "POST",
+            "/api/v1/worker/claim",
+            Some(t),
+            Some(json!({"wait_secs": 0})),
+        )
+    });
+    let all = futures_util::future::join_all(claims);
+    tokio::pin!(all);
+    // Every look waits for a slot; none is answered while the test holds them all.
+    while f.state.task_queued.waiting_looks() < who.len() {
+        tokio::select! {
+            biased;
+            _ = &mut all => panic!("a claim was answered without a statement slot"),
+            () = tokio::task::yield_now() => {}
+        }
+    }
+    drop(slots);
+    let answers = all.await;
+    assert_eq!(batches().await, before + 1, "{answers:?}");
+    let mut ids: Vec<i64> = answers[..4]
+        .iter()
+        .map(|(s, v)| {
+            assert_eq!(*s, StatusCode::OK, "{v}");
+            v["task_id"].as_i64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "two hosts were handed one task: {answers:?}");
+    assert_eq!(
+        answers[4].0,
+        StatusCode::NO_CONTENT,
+        "drained: {:?}",
+        answers[4]
+    );
+    assert_eq!(
+        answers[5].0,
+        StatusCode::NO_CONTENT,
+        "elsewhere: {:?}",
+        answers[5]
+    );
+    assert_eq!(answers[6].0, StatusCode::UNAUTHORIZED, "{:?}", answers[6]);
+    let hosts: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT h.name, count(t.id) FROM hosts h LEFT JOIN tasks t
+           ON t.host_id = h.id AND t.state = 'running' GROUP BY h.name ORDER BY h.name",
+    )
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    let want: Vec<(String, i64)> = ["drained", "elsewhere", "g0", "g1", "g2", "g3"]
+        .iter()
+        .map(|n| (n.to_string(), i64::from(n.starts_with('g'))))
+        .collect();
+    assert_eq!(hosts, want);
+    let queued_after: i64 = sqlx::query_scalar(queued)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(queued_after, queued_before - 4);
+    // Alone, a look is a statement at once.
+    let (s, v) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&elsewhere),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{v}");
+    assert_eq!(batches().await, before + 2);
 }

@@ -2,7 +2,7 @@
 //! worker's host-state reports; quarantine after repeated failures; drain and release.
 //!
 //! A host that is quarantined or drained claims nothing (checked by the claim's own statement,
-//! `store::queue::claim`): its worker keeps polling and gets no task until an operator
+//! `store::queue::claim_batch`): its worker keeps polling and gets no task until an operator
 //! releases it.
 
 use super::ApiJson;

@@ -47,9 +47,10 @@ pub enum Look {
     },
 }
 
-/// The row of a claim statement (`claim`): the host of its token, and the task it took with
-/// its assignment, if any.
+/// A row of a claim statement (`claim_batch`): the look's place in the batch (from 1), the
+/// host of its token, and the task it took with its assignment, if any.
 struct LookRow {
+    ord: i64,
     host_id: i64,
     host_group: String,
     may: bool,
@@ -108,42 +109,63 @@ impl LookRow {
     }
 }
 
-/// One look of a claim, in one statement (one round trip, one commit): the host holding the
-/// worker token with `token_hash` (checked at this instant, so a token replaced or revoked
-/// claims nothing from the next look on), not quarantined or drained (also checked here: a
-/// long poll that began before a drain takes nothing queued after it), takes the oldest
-/// queued task of its host group under a lease of `lease_secs`, and gets everything its
-/// assignment needs (repository, job, metric, iterations already stored). With `seen`, the
-/// host's `last_seen_at` is refreshed when older than `seen_every_secs` (what
-/// `hosts::authenticate` does for the other worker requests).
-pub async fn claim<'e>(
+/// Looks of claims, many in one statement (one round trip, one commit): for each worker
+/// token hash of `token_hashes`, the host holding it (checked at this instant, so a token
+/// replaced or revoked claims nothing from the next look on), not quarantined or drained (also
+/// checked here: a long poll that began before a drain takes nothing queued after it), takes
+/// the oldest queued task of its host group left by the hosts before it in the list, under a
+/// lease of `lease_secs`, and gets everything its assignment needs (repository, job, metric,
+/// iterations already stored). Where `seen` holds, the host's `last_seen_at` is refreshed when
+/// older than `seen_every_secs` (what `hosts::authenticate` does for the other worker
+/// requests). The answer has a look per token hash, in their order.
+///
+/// One statement for many looks is what lets a thousand hosts claim at the same instant (a
+/// lab's start): each look alone is cheap, but a thousand of them queue for the pool's
+/// connections; a batch of them locks its tasks with one `SKIP LOCKED` scan per host group.
+pub async fn claim_batch<'e>(
     db: impl PgExecutor<'e>,
-    token_hash: &str,
+    token_hashes: &[String],
+    seen: &[bool],
     lease_secs: f64,
-    seen: bool,
     seen_every_secs: f64,
-) -> sqlx::Result<Look> {
-    let row = sqlx::query_as!(
+) -> sqlx::Result<Vec<Look>> {
+    let rows = sqlx::query_as!(
         LookRow,
-        r#"WITH h AS (
-               SELECT id, host_group, last_seen_at,
-                      quarantined_at IS NULL AND drained_at IS NULL AS may
-               FROM hosts WHERE token_hash = $1
+        r#"WITH req AS (
+               SELECT r.token_hash, r.seen, r.ord
+               FROM unnest($1::text[], $3::bool[]) WITH ORDINALITY AS r(token_hash, seen, ord)
+           ), h AS (
+               SELECT req.ord, hosts.id, hosts.host_group, hosts.last_seen_at, req.seen,
+                      hosts.quarantined_at IS NULL AND hosts.drained_at IS NULL AS may
+               FROM req JOIN hosts ON hosts.token_hash = req.token_hash
            ), seen AS (
                UPDATE hosts SET last_seen_at = now() FROM h
-               WHERE $3 AND hosts.id = h.id AND h.last_seen_at < now() - make_interval(secs => $4)
+               WHERE h.seen AND hosts.id = h.id
+                 AND h.last_seen_at < now() - make_interval(secs => $4)
+           ), wants AS (
+               SELECT ord, id, host_group,
+                      row_number() OVER (PARTITION BY host_group ORDER BY ord) AS n
+               FROM h WHERE may
+           ), groups AS (
+               SELECT host_group, count(*) AS n FROM wants GROUP BY host_group
            ), c AS (
-               SELECT t.id FROM tasks t
-               WHERE t.state = 'queued' AND t.host_group = (SELECT host_group FROM h WHERE may)
-               ORDER BY t.id FOR UPDATE SKIP LOCKED LIMIT 1
+               SELECT t.id, t.host_group,
+                      row_number() OVER (PARTITION BY t.host_group ORDER BY t.id) AS n
+               FROM groups g CROSS JOIN LATERAL (
+                   SELECT q.id, q.host_group FROM tasks q
+                   WHERE q.state = 'queued' AND q.host_group = g.host_group
+                   ORDER BY q.id FOR UPDATE SKIP LOCKED LIMIT g.n
+               ) t
            ), k AS (
-               UPDATE tasks t SET state = 'running', host_id = (SELECT id FROM h),
+               UPDATE tasks t SET state = 'running', host_id = w.id,
                       attempts = t.attempts + 1,
                       lease_expires_at = now() + make_interval(secs => $2), started_at = now()
-               FROM c WHERE t.id = c.id
-               RETURNING t.id, t.bisect_id, t.watch_id, t.sha, t.pair_sha, t.runs, t.lease_expires_at
+               FROM c JOIN wants w ON w.host_group = c.host_group AND w.n = c.n
+               WHERE t.id = c.id
+               RETURNING w.ord, t.id, t.bisect_id, t.watch_id, t.sha, t.pair_sha, t.runs,
+                         t.lease_expires_at
            )
-           SELECT h.id AS "host_id!", h.host_group AS "host_group!",
+           SELECT h.ord AS "ord!", h.id AS "host_id!", h.host_group AS "host_group!",
                   h.may AS "may!",
                   k.id AS "task_id?", k.bisect_id AS "bisect_id?", k.watch_id,
                   k.sha AS "sha?", k.pair_sha, k.runs AS "runs?",
@@ -152,7 +174,7 @@ pub async fn claim<'e>(
                   ARRAY(SELECT iteration FROM runs WHERE task_id = k.id ORDER BY iteration)
                       AS "done_iterations!"
            FROM h
-           LEFT JOIN k ON true
+           LEFT JOIN k ON k.ord = h.ord
            LEFT JOIN LATERAL (
                SELECT r.url, j.spec, j.hash, s.metric FROM (
                    SELECT repository_id, job_spec_id, metric FROM bisects WHERE id = k.bisect_id
@@ -162,17 +184,26 @@ pub async fn claim<'e>(
                JOIN repositories r ON r.id = s.repository_id
                JOIN job_specs j ON j.id = s.job_spec_id
            ) o ON true"#,
-        token_hash,
+        token_hashes,
         lease_secs,
         seen,
         seen_every_secs,
     )
-    .fetch_optional(db)
+    .fetch_all(db)
     .await?;
-    match row {
-        None => Ok(Look::UnknownToken),
-        Some(r) => r.look(),
+    let mut looks: Vec<Option<Look>> = token_hashes.iter().map(|_| None).collect();
+    for row in rows {
+        let at = usize::try_from(row.ord - 1)
+            .ok()
+            .filter(|&i| i < looks.len())
+            .ok_or_else(|| sqlx::Error::Protocol(format!("a claim row for look {}", row.ord)))?;
+        looks[at] = Some(row.look()?);
     }
+    // No host holds a token that has no row.
+    Ok(looks
+        .into_iter()
+        .map(|l| l.unwrap_or(Look::UnknownToken))
+        .collect())
 }
 
 /// Renews the lease of `task` held by `host`; `None` when the host no longer holds it.
