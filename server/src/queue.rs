@@ -217,7 +217,7 @@ pub async fn claim(state: &AppState, token_hash: &str, seen: bool) -> sqlx::Resu
     if !batch.is_empty() {
         // On a task of its own: a claim request that goes away (its client gone) must not
         // cancel the statement that answers the others' looks.
-        let (db, lease) = (state.db.clone(), state.lease.as_secs_f64());
+        let (db, lease) = (state.claims_db.clone(), state.lease.as_secs_f64());
         let ran = tokio::spawn(async move {
             claim_batch(&db, batch, lease).await;
             drop(slot);

@@ -8,6 +8,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct AppState {
     pub db: sqlx::PgPool,
+    /// The claim statements' own connections (`db::claims_pool`).
+    pub claims_db: sqlx::PgPool,
     pub mirrors: git::Mirrors,
     /// Woken when tasks may have been queued (by this replica or, through LISTEN, another).
     pub task_queued: Arc<queue::Waiters>,
@@ -36,6 +38,7 @@ impl AppState {
     ) -> Self {
         repo_policy::ensure_fetch_timeouts();
         AppState {
+            claims_db: crate::db::claims_pool(&db),
             db,
             mirrors: git::Mirrors::new(data_dir.join("mirrors")),
             task_queued: Arc::default(),
