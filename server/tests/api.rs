@@ -1380,14 +1380,7 @@ async fn looks_that_wait_together_are_answered_by_one_statement() {
         .await
         .unwrap();
     for _ in 0..2 {
-        let (s, v) = call(
-            &f,
-            "POST",
-            "/api/v1/bisects",
-            Some(TOKEN),
-            Some(submit_body("v1", "v5")),
-        )
-        .await;
+        let (s, v) = common::submit(&f, submit_body("v1", "v5")).await;
         assert_eq!(s, StatusCode::CREATED, "{v}");
     }
     let queued = "SELECT count(*) FROM tasks WHERE state = 'queued'";

@@ -506,6 +506,19 @@ fn iterations(task: &Value) -> u32 {
     }
 }
 
+async fn complete(f: &Fixture, token: &str, task: &Value) {
+    let path = format!("/api/v1/worker/tasks/{}/complete", task["task_id"]);
+    let (s, v) = call(
+        f,
+        "POST",
+        &path,
+        Some(token),
+        Some(json!({"outcome": "done"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
 async fn upload(f: &Fixture, token: &str, task: &Value, i: u32, value: f64) -> StatusCode {
     let path = format!("/api/v1/worker/tasks/{}/runs", task["task_id"]);
     let body = run_body(i, &commit_of(task, i), value);
@@ -585,16 +598,7 @@ async fn a_run_stored_while_an_advance_ends_the_bisect_is_in_its_verdict() {
                 assert_eq!(s, StatusCode::CREATED);
             }
             if held != Some(k) {
-                let path = format!("/api/v1/worker/tasks/{}/complete", task["task_id"]);
-                let (s, v) = call(
-                    &f,
-                    "POST",
-                    &path,
-                    Some(token),
-                    Some(json!({"outcome": "done"})),
-                )
-                .await;
-                assert_eq!(s, StatusCode::OK, "{v}");
+                complete(&f, token, task).await;
             }
         }
         let Some(k) = held else {
@@ -637,16 +641,7 @@ async fn a_run_stored_while_an_advance_ends_the_bisect_is_in_its_verdict() {
             ended_while_held = Some(task["task_id"].clone());
             break;
         }
-        let path = format!("/api/v1/worker/tasks/{}/complete", task["task_id"]);
-        let (s, v) = call(
-            &f,
-            "POST",
-            &path,
-            Some(token),
-            Some(json!({"outcome": "done"})),
-        )
-        .await;
-        assert_eq!(s, StatusCode::OK, "{v}");
+        complete(&f, token, task).await;
     }
     assert_eq!(status().await, "found");
     assert!(
