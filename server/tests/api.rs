@@ -1312,6 +1312,16 @@ async fn the_candidate_graph_is_stored_as_walked() {
     );
 }
 
+/// Every claim statement slot of the replica, held until dropped.
+async fn hold_batch_slots(f: &Fixture) -> tokio::sync::SemaphorePermit<'_> {
+    f.state
+        .task_queued
+        .batch_slots()
+        .acquire_many(perfbisect_server::queue::BATCHES_AT_ONCE as u32)
+        .await
+        .unwrap()
+}
+
 /// A look waits for one of the replica's claim statement slots before it takes a connection:
 /// while every slot is held, a claim claims nothing; once one is free, it claims.
 #[tokio::test]
@@ -1333,13 +1343,7 @@ async fn a_claim_looks_only_with_a_free_batch_slot() {
             .await
             .unwrap()
     };
-    let slots = f
-        .state
-        .task_queued
-        .batch_slots()
-        .acquire_many(perfbisect_server::queue::BATCHES_AT_ONCE as u32)
-        .await
-        .unwrap();
+    let slots = hold_batch_slots(&f).await;
     let claim = call(
         &f,
         "POST",
@@ -1396,13 +1400,7 @@ async fn looks_that_wait_together_are_answered_by_one_statement() {
             .map_or(0, |n| n.trim().parse::<u64>().unwrap())
     };
     let before = batches().await;
-    let slots = f
-        .state
-        .task_queued
-        .batch_slots()
-        .acquire_many(perfbisect_server::queue::BATCHES_AT_ONCE as u32)
-        .await
-        .unwrap();
+    let slots = hold_batch_slots(&f).await;
     let who: Vec<&str> = tokens
         .iter()
         .map(String::as_str)

@@ -35,16 +35,9 @@ async fn submit(f: &Fixture) -> i64 {
 }
 
 async fn claim(f: &Fixture, token: &str) -> Value {
-    let (s, task) = call(
-        f,
-        "POST",
-        "/api/v1/worker/claim",
-        Some(token),
-        Some(json!({"wait_secs": 0})),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{task}");
-    task
+    try_claim(f, token)
+        .await
+        .expect("a task queued for the host")
 }
 
 fn run_body(iteration: u32, sha: &str, value: f64) -> Value {
@@ -257,16 +250,7 @@ async fn finish(f: &Fixture, token: &str, task: &Value, level: f64) {
         let (s, v) = call(f, "POST", &path, Some(token), Some(body)).await;
         assert_eq!(s, StatusCode::CREATED, "{v}");
     }
-    let path = format!("/api/v1/worker/tasks/{tid}/complete");
-    let (s, v) = call(
-        f,
-        "POST",
-        &path,
-        Some(token),
-        Some(json!({"outcome": "done"})),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
+    complete(f, token, task).await;
 }
 
 #[tokio::test]
