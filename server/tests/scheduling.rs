@@ -650,3 +650,64 @@ async fn a_run_stored_while_an_advance_ends_the_bisect_is_in_its_verdict() {
         (b - g) / g
     );
 }
+
+/// A wake-up NOTIFYs only when none of its bisect is pending: PostgreSQL commits NOTIFYing
+/// transactions one at a time, so an upload of each of a thousand hosts NOTIFYing made every
+/// upload wait for the others' WAL flushes. The pending row was announced when it was
+/// written, and the dispatcher reads the table again after each advance.
+#[tokio::test]
+async fn a_wake_up_notifies_only_when_none_is_pending() {
+    use perfbisect_server::store::wakeups::{self, CHANNEL, Reason};
+    let f = with_repo().await;
+    let bisect = submit(&f).await;
+    let pending = "SELECT count(*) FROM scheduler_wakeups WHERE bisect_id = $1";
+    assert_eq!(
+        count(&f, pending, bisect).await,
+        0,
+        "the submit's advance answered"
+    );
+    let mut listener = sqlx::postgres::PgListener::connect_with(&f.state.db)
+        .await
+        .unwrap();
+    listener.listen(CHANNEL).await.unwrap();
+    // Notifications arrive in commit order: a marker sent after a wake-up tells whether the
+    // wake-up sent one of its own.
+    let marker = async || {
+        sqlx::query("SELECT pg_notify($1, 'marker')")
+            .bind(CHANNEL)
+            .execute(&f.state.db)
+            .await
+            .unwrap();
+    };
+    let next = async |l: &mut sqlx::postgres::PgListener| {
+        tokio::time::timeout(Duration::from_secs(10), l.recv())
+            .await
+            .expect("a notification")
+            .unwrap()
+            .payload()
+            .to_string()
+    };
+    wakeups::wake(&f.state.db, bisect, Reason::RunStored)
+        .await
+        .unwrap();
+    assert_eq!(next(&mut listener).await, bisect.to_string());
+    // Pending: recorded, not announced again.
+    wakeups::wake(&f.state.db, bisect, Reason::TaskEnded)
+        .await
+        .unwrap();
+    marker().await;
+    assert_eq!(next(&mut listener).await, "marker");
+    assert_eq!(count(&f, pending, bisect).await, 2);
+    // The advance answers both; the next wake-up is announced.
+    perfbisect_server::scheduler::advance(&f.state, bisect)
+        .await
+        .unwrap();
+    assert_eq!(count(&f, pending, bisect).await, 0);
+    // Whatever the advance announced comes before this marker.
+    marker().await;
+    while next(&mut listener).await != "marker" {}
+    wakeups::wake(&f.state.db, bisect, Reason::RunStored)
+        .await
+        .unwrap();
+    assert_eq!(next(&mut listener).await, bisect.to_string());
+}

@@ -274,7 +274,9 @@ pub async fn complete<'e>(
                RETURNING bisect_id
            )
            SELECT e.bisect_id, e.watch_id,
-                  (SELECT count(pg_notify($9, bisect_id::text)) FROM woken) AS "woken!",
+                  (SELECT count(pg_notify($9, bisect_id::text)) FROM woken
+                   WHERE NOT EXISTS (SELECT 1 FROM scheduler_wakeups p
+                                     WHERE p.bisect_id = woken.bisect_id)) AS "woken!",
                   (SELECT count(pg_notify($10, $11)) WHERE $6) AS "requeue_notices!"
            FROM ended e"#,
         task,

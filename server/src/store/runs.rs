@@ -32,7 +32,8 @@ pub struct Uploaded {
 /// still holds the task (the task row locked in the statement, so a lease that ran out since
 /// the API's check leaves nothing written; an iteration stored before is not stored again),
 /// the lease renewed for `lease_secs`, and for a stored run of a bisect a wake-up recorded
-/// and NOTIFYed (`store::wakeups::wake`'s row and payload). A connection is held for one
+/// and NOTIFYed unless one was pending already (`store::wakeups::wake`'s row and payload,
+/// and its reason to NOTIFY once). A connection is held for one
 /// statement, not for a transaction of five round trips: with a thousand hosts uploading,
 /// what uploads hold is what claims wait for.
 pub async fn upload<'e>(
@@ -60,7 +61,9 @@ pub async fn upload<'e>(
            )
            SELECT EXISTS (SELECT 1 FROM stored) AS "stored!",
                   EXISTS (SELECT 1 FROM renewed) AS "renewed!",
-                  (SELECT count(pg_notify($14, bisect_id::text)) FROM woken) AS "woken!""#,
+                  (SELECT count(pg_notify($14, bisect_id::text)) FROM woken
+                   WHERE NOT EXISTS (SELECT 1 FROM scheduler_wakeups p
+                                     WHERE p.bisect_id = woken.bisect_id)) AS "woken!""#,
         run.task,
         run.bisect,
         run.sha,

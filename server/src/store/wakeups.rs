@@ -40,7 +40,17 @@ impl Reason {
     }
 }
 
-/// Records that `bisect` needs a decision, and wakes every replica's scheduler.
+/// Records that `bisect` needs a decision, and wakes every replica's scheduler unless a
+/// wake-up of the bisect was pending already.
+///
+/// Why only then: PostgreSQL makes every transaction that NOTIFYs commit one after another
+/// (a cluster-wide lock from before the commit record until it is flushed), so a thousand
+/// hosts uploading, each upload NOTIFYing, flushed the WAL one upload at a time. A pending
+/// row was announced when it was written, and the dispatcher reads the table again after
+/// each advance and every second (`dispatch`), so the row written now is answered without a
+/// second NOTIFY. (Seen from this statement, a pending row is one committed before it; one
+/// an advance is deleting is still seen, and that advance's dispatcher reads the table again
+/// when it ends.)
 pub async fn wake<'e>(
     db: impl sqlx::PgExecutor<'e>,
     bisect: i64,
@@ -48,7 +58,8 @@ pub async fn wake<'e>(
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "WITH w AS (INSERT INTO scheduler_wakeups (bisect_id, reason) VALUES ($1, $2) RETURNING bisect_id)
-         SELECT pg_notify($3, bisect_id::text) FROM w",
+         SELECT pg_notify($3, bisect_id::text) FROM w
+         WHERE NOT EXISTS (SELECT 1 FROM scheduler_wakeups p WHERE p.bisect_id = w.bisect_id)",
         bisect,
         reason.as_str(),
         CHANNEL,
@@ -82,6 +93,7 @@ pub async fn wake_group<'e>(
 
 /// Wakes the other active bisects of `bisect`'s host group when its hosts are free again and
 /// there are more live hosts than active bisects (otherwise every share stays one host).
+/// Like `wake`, it NOTIFYs only for a bisect without a pending wake-up.
 pub async fn wake_group_of<'e>(
     db: impl sqlx::PgExecutor<'e>,
     bisect: i64,
@@ -98,7 +110,8 @@ pub async fn wake_group_of<'e>(
               w AS (INSERT INTO scheduler_wakeups (bisect_id, reason)
                     SELECT id, $2 FROM others WHERE (SELECT n FROM live) > (SELECT count(*) FROM others)
                     RETURNING bisect_id)
-         SELECT pg_notify($3, bisect_id::text) FROM w",
+         SELECT pg_notify($3, bisect_id::text) FROM w
+         WHERE NOT EXISTS (SELECT 1 FROM scheduler_wakeups p WHERE p.bisect_id = w.bisect_id)",
         bisect,
         reason.as_str(),
         CHANNEL,
