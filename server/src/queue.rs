@@ -30,10 +30,10 @@ pub struct Waiters {
     pending: Mutex<Pending>,
 }
 
-/// Claim statements that hold one of the pool's connections at once, per replica: a fifth of
-/// the pool (`db::connect`), so that a thousand hosts polling at the same instant (a lab's
-/// start, a server's restart) leave connections to uploads, completions, the scheduler and
-/// the health check. Looks that arrive while they run wait together for the next statement.
+/// Claim statements running at once, per replica, each on a connection of its own
+/// (`db::claims_pool`). Looks that arrive while they run wait together for the next one, so
+/// a thousand hosts polling at the same instant (a lab's start, a server's restart) cost a
+/// few statements.
 pub const BATCHES_AT_ONCE: usize = 4;
 
 /// Looks one claim statement takes at most.
@@ -52,7 +52,36 @@ struct PendingLook {
     token_hash: String,
     seen: bool,
     since: Instant,
-    answer: oneshot::Sender<Result<Look, String>>,
+    answer: oneshot::Sender<Result<Look, BatchFailed>>,
+}
+
+/// Why a claim statement answered no look: the database away (the request may be retried:
+/// 503), or anything else.
+#[derive(Debug, Clone)]
+enum BatchFailed {
+    Unavailable(String),
+    Other(String),
+}
+
+impl BatchFailed {
+    fn of(e: &sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                BatchFailed::Unavailable(e.to_string())
+            }
+            _ => BatchFailed::Other(e.to_string()),
+        }
+    }
+}
+
+impl From<BatchFailed> for sqlx::Error {
+    /// Back to an error that `ApiError` maps as it mapped the statement's own.
+    fn from(e: BatchFailed) -> Self {
+        match e {
+            BatchFailed::Unavailable(what) => sqlx::Error::Io(std::io::Error::other(what)),
+            BatchFailed::Other(what) => sqlx::Error::Protocol(what),
+        }
+    }
 }
 
 /// Takes a look out of the waiting ones when its claim request goes away before a statement
@@ -102,7 +131,7 @@ impl Waiters {
         &self,
         token_hash: &str,
         seen: bool,
-    ) -> (Waiting<'_>, oneshot::Receiver<Result<Look, String>>) {
+    ) -> (Waiting<'_>, oneshot::Receiver<Result<Look, BatchFailed>>) {
         let (answer, receiver) = oneshot::channel();
         let mut pending = self.pending.lock().expect("pending looks");
         let id = pending.next;
@@ -227,8 +256,7 @@ pub async fn claim(state: &AppState, token_hash: &str, seen: bool) -> sqlx::Resu
     }
     let look = answer
         .await
-        .map_err(|_| sqlx::Error::Protocol("a claim batch ended without an answer".into()))?
-        .map_err(sqlx::Error::Protocol)?;
+        .map_err(|_| sqlx::Error::Protocol("a claim batch ended without an answer".into()))??;
     waiters.remember_look(token_hash, &look);
     Ok(look)
 }
@@ -269,9 +297,9 @@ async fn claim_batch(db: &sqlx::PgPool, batch: Vec<PendingLook>, lease_secs: f64
             }
         }
         Err(e) => {
-            let what = e.to_string();
+            let failed = BatchFailed::of(&e);
             for pending in batch {
-                let _ = pending.answer.send(Err(what.clone()));
+                let _ = pending.answer.send(Err(failed.clone()));
             }
         }
     }

@@ -64,6 +64,14 @@ async fn with_postgres_killed_healthz_reports_it_and_the_service_recovers_with_n
     )
     .await
     .unwrap();
+    auth::ensure_token(
+        &pool,
+        perfbisect_wire::states::TokenKind::Enroll,
+        "e",
+        common::ENROLL,
+    )
+    .await
+    .unwrap();
     let state = AppState::new(
         pool,
         dir.path(),
@@ -83,6 +91,28 @@ async fn with_postgres_killed_healthz_reports_it_and_the_service_recovers_with_n
     .await;
     assert_eq!(s.as_u16(), 202, "{v}");
     common::wait_repository(&state, "kept", "ready").await;
+    let (s, reg) = common::request(
+        &state,
+        "POST",
+        "/api/v1/worker/register",
+        Some(common::ENROLL),
+        Some(serde_json::json!({"name": "h1", "host_group": "g"})),
+    )
+    .await;
+    assert_eq!(s.as_u16(), 200, "{reg}");
+    let worker: serde_json::Value = serde_json::from_str(&reg).unwrap();
+    let worker = worker["token"].as_str().unwrap().to_string();
+    let claim = async || {
+        common::request(
+            &state,
+            "POST",
+            "/api/v1/worker/claim",
+            Some(&worker),
+            Some(serde_json::json!({"wait_secs": 0})),
+        )
+        .await
+    };
+    assert_eq!(claim().await.0.as_u16(), 204, "nothing queued");
     let c = cluster.clone();
     tokio::task::spawn_blocking(move || c.stop_immediately())
         .await
@@ -107,6 +137,9 @@ async fn with_postgres_killed_healthz_reports_it_and_the_service_recovers_with_n
         "{:?}",
         asked.elapsed()
     );
+    // So does a claim (its statement runs for many looks, on connections of its own).
+    let (s, body) = claim().await;
+    assert_eq!(s.as_u16(), 503, "{body}");
     let watchdog = tokio::spawn(health::watchdog(
         state.clone(),
         Some(health::Embedded {
@@ -129,6 +162,7 @@ async fn with_postgres_killed_healthz_reports_it_and_the_service_recovers_with_n
     let (s, list) = common::request(&state, "GET", "/api/v1/repositories", None, None).await;
     assert!(s.is_success(), "{list}");
     assert!(list.contains("\"kept\""), "the repository was lost: {list}");
+    assert_eq!(claim().await.0.as_u16(), 204, "claims work again");
     // The token stored before the loss still authenticates.
     let (s, v) = common::request(
         &state,
