@@ -35,12 +35,20 @@ timeouts:
 const BUILD_SH: &str = "if [ -f slow ]; then sleep \"$(cat slow)\"; fi\ncp level built-level\n";
 
 fn bench_sh(cv: f64) -> String {
+    bench_sh_cold(cv, 0.0)
+}
+
+/// Like `bench_sh`, but the first run of each commit in a task (`PERFBISECT_RUN` 0: right
+/// after the worker deployed it) reads `cold` higher, as a benchmark does on a cold cache.
+fn bench_sh_cold(cv: f64, cold: f64) -> String {
     format!(
         "seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')\n\
-         awk -v seed=\"$seed\" -v cv={cv} -v level=\"$(cat built-level)\" 'BEGIN {{\n\
+         first=0; if [ \"$PERFBISECT_RUN\" = 0 ]; then first=1; fi\n\
+         awk -v seed=\"$seed\" -v cv={cv} -v cold={cold} -v first=\"$first\" \
+             -v level=\"$(cat built-level)\" 'BEGIN {{\n\
            srand(seed); u = rand(); if (u < 1e-12) u = 1e-12; v = rand();\n\
            z = sqrt(-2 * log(u)) * cos(6.283185307179586 * v);\n\
-           printf \"score: %.6f\\n\", level * (1 + cv * z) }}'\n"
+           printf \"score: %.6f\\n\", level * (1 + cold * first) * (1 + cv * z) }}'\n"
     )
 }
 
@@ -61,10 +69,14 @@ fn git(dir: &Path, args: &[&str]) -> String {
 /// A linear history, one commit per level (the first is `good`, the last `bad`); the good
 /// commit's build sleeps `slow_secs`. Returns every commit's sha, oldest first.
 fn make_repo(dir: &Path, levels: &[f64], cv: f64, slow_secs: u64) -> Vec<String> {
+    make_repo_with(dir, levels, &bench_sh(cv), slow_secs)
+}
+
+fn make_repo_with(dir: &Path, levels: &[f64], bench: &str, slow_secs: u64) -> Vec<String> {
     std::fs::create_dir_all(dir).unwrap();
     git(dir, &["init", "-q", "-b", "main"]);
     std::fs::write(dir.join("build.sh"), BUILD_SH).unwrap();
-    std::fs::write(dir.join("bench.sh"), bench_sh(cv)).unwrap();
+    std::fs::write(dir.join("bench.sh"), bench).unwrap();
     let mut shas = Vec::new();
     for (i, level) in levels.iter().enumerate() {
         std::fs::write(dir.join("level"), format!("{level}\n")).unwrap();
@@ -192,6 +204,30 @@ async fn a_slow_good_build_does_not_pile_runs_on_the_bad_endpoint() {
         "change {change} is not +2% within ±{tolerance}: {good:?} {bad:?}"
     );
     assert_eq!(findings.changes.len(), 1, "{findings:?}");
+}
+
+#[tokio::test]
+async fn a_first_run_after_each_deployment_that_reads_high_does_not_mislead_the_search() {
+    // 25 commits, +3% at commit 12, 0.5% noise, and the first run of each commit in every
+    // task reads 8% high (a cold cache after the worker deployed it). The engine sees which
+    // runs came first in their task and fits that start apart from the commits' levels;
+    // without it, a commit measured once a task reads 8% high against endpoints measured
+    // five times, and every cheap single-run look points at the bad side.
+    let lab = Lab::new().await;
+    let _server = lab.server(30).await;
+    let _w1 = lab.worker("w1");
+    let _w2 = lab.worker("w2");
+    let levels: Vec<f64> = (0..25)
+        .map(|i| if i >= 12 { 1030.0 } else { 1000.0 })
+        .collect();
+    let repo = lab.path().join("cold-start");
+    let shas = make_repo_with(&repo, &levels, &bench_sh_cold(0.005, 0.2), 0);
+    let done = bisect(&lab, &repo, &[]).await;
+    let story = events(&lab, done.id).await;
+    assert_eq!(done.status, "found", "{:?}\n{story}", done.status_reason);
+    let culprit = done.culprit.as_ref().expect("a culprit");
+    assert_eq!(culprit.commit.sha, shas[12], "{story}");
+    assert!(done.runs_done <= 70, "{} runs:\n{story}", done.runs_done);
 }
 
 #[tokio::test]

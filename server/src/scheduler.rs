@@ -42,16 +42,22 @@ async fn load_evidence(
             continue;
         };
         let sample = value.filter(|v| completed && v.is_finite());
+        let in_task = per_task.entry(task).or_default();
+        // The run's place among the task's runs of this commit (`PERFBISECT_RUN`), failed
+        // runs included (they warmed the host all the same): the first runs after a
+        // deployment are often off.
+        let seq = in_task.iter().filter(|(p, _)| *p == point).count() as u32;
+        in_task.push((point, sample));
         match sample {
             Some(v) => {
                 evidence.samples.entry(point).or_default().push(v);
-                // When and where, so the engine can tell host drift from a change.
-                let taken = perfbisect_engine::Taken { at, host };
+                // When, where and how soon after its deployment, so the engine can tell host
+                // drift, a host's own level and a cold start from a change.
+                let taken = perfbisect_engine::Taken { at, host, seq };
                 evidence.taken.entry(point).or_default().push(taken);
             }
             None => *evidence.failed.entry(point).or_default() += 1,
         }
-        per_task.entry(task).or_default().push((point, sample));
     }
     let tasks = store::tasks::for_evidence(&mut *tx, bisect).await?;
     for store::tasks::ForEvidence {

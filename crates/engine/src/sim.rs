@@ -123,6 +123,9 @@ pub struct Lab {
     /// `warmup_runs` runs.
     pub warmup: f64,
     pub warmup_runs: f64,
+    /// Each task's first run of a commit is off by this (relative), its second by this/e,
+    /// and so on: a freshly booted kernel or a cold page cache at every deployment.
+    pub cold: f64,
     /// Noise multiplier at commits that carry the change (1: unchanged).
     pub noise_after: f64,
     /// What a build costs, in runs.
@@ -145,6 +148,7 @@ impl Default for Lab {
             drift_per_run: 0.0,
             warmup: 0.0,
             warmup_runs: 20.0,
+            cold: 0.0,
             noise_after: 1.0,
             build_cost: 1.0,
             host_sd: 0.0,
@@ -422,7 +426,7 @@ pub fn run_trial_budgeted(
                         ev.untestable.extend(untestable);
                         continue;
                     }
-                    for _ in 0..k {
+                    for iteration in 0..k {
                         let mut couple = Vec::with_capacity(2);
                         for &p in &points {
                             runs += 1;
@@ -433,7 +437,8 @@ pub fn run_trial_budgeted(
                             }
                             let host = world.lab.drift_per_run * clock as f64
                                 + world.lab.warmup
-                                    * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp();
+                                    * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp()
+                                + world.lab.cold * (-f64::from(iteration)).exp();
                             let mut e = world.noise.draw(&mut rng, clock);
                             if world.lab.ar != 0.0 {
                                 let r = world.lab.ar;
@@ -450,6 +455,7 @@ pub fn run_trial_budgeted(
                             ev.samples.entry(p).or_default().push(y);
                             ev.taken.entry(p).or_default().push(crate::Taken {
                                 at: clock as f64,
+                                seq: iteration,
                                 // Each request of a round runs on a host of its own.
                                 host: hosts[slot % hosts.len()] as i64,
                             });

@@ -245,6 +245,11 @@ pub struct Evidence {
 pub struct Taken {
     pub at: f64,
     pub host: i64,
+    /// The run's place among its task's runs of this commit (0: the first; the worker's
+    /// `PERFBISECT_RUN`, also in a paired task, whose runs alternate two commits). After a
+    /// deployment (a kernel booted, a binary installed) the first runs are often off: cold
+    /// caches, a CPU not yet at its steady clock. 0 for every sample when unknown.
+    pub seq: u32,
 }
 
 /// Machine time of one build and one run, in seconds (0: not measured yet). The engine only

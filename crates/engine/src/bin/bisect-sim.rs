@@ -13,10 +13,11 @@
 //! (gauss|t3|bimodal|drift), skip (unbuildable rate), fail (incomplete-run rate), w, conf,
 //! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr,
 //! second (size of a second change at another random commit), drift (relative per run),
-//! warmup (relative slowdown of the first runs, decaying over 20 runs), noiseafter (noise
-//! multiplier at commits that carry the change), build (a build's cost in runs), hostsd (each
-//! host's own level, relative standard deviation; requests then go to the hosts in a random
-//! order each round), budget (product: the product's budget, set from the engine's
+//! warmup (relative slowdown of the first runs, decaying over 20 runs), cold (each task's first
+//! run of a commit off by this, its second by this/e, ...: a boot or a cold cache at every
+//! deployment), noiseafter (noise multiplier at commits that carry the change), build (a
+//! build's cost in runs), hostsd (each host's own level, relative standard deviation;
+//! requests then go to the hosts in a random order each round), budget (product: the product's budget, set from the engine's
 //! predictions under max), quant (the value's resolution, the good level being 100), ar
 //! (lag-one correlation of consecutive runs' noise), gradual (the change split evenly over
 //! that many commits in a row; every one of them is a planted culprit).
@@ -58,6 +59,7 @@ struct Cell {
     second: Option<f64>,
     drift: f64,
     warmup: f64,
+    cold: f64,
     noise_after: f64,
     build: f64,
     host_sd: f64,
@@ -90,6 +92,7 @@ impl Default for Cell {
             second: None,
             drift: 0.0,
             warmup: 0.0,
+            cold: 0.0,
             noise_after: 1.0,
             build: 1.0,
             host_sd: 0.0,
@@ -128,6 +131,7 @@ impl Cell {
                 "second" => c.second = Some(num()?),
                 "drift" => c.drift = num()?,
                 "warmup" => c.warmup = num()?,
+                "cold" => c.cold = num()?,
                 "noiseafter" => c.noise_after = num()?,
                 "build" => c.build = num()?,
                 "hostsd" => c.host_sd = num()?,
@@ -173,6 +177,9 @@ impl Cell {
         }
         if self.warmup != 0.0 {
             s += &format!(" warmup={}%", 100.0 * self.warmup);
+        }
+        if self.cold != 0.0 {
+            s += &format!(" cold={}%", 100.0 * self.cold);
         }
         if self.noise_after != 1.0 {
             s += &format!(" noiseafter={}x", self.noise_after);
@@ -277,6 +284,7 @@ impl Cell {
                 extra_changes,
                 drift_per_run: self.drift,
                 warmup: self.warmup,
+                cold: self.cold,
                 noise_after: self.noise_after,
                 build_cost: self.build,
                 host_sd: self.host_sd,
@@ -389,6 +397,7 @@ fn situation_cells() -> Vec<String> {
         "delta=0.03 second=-0.015",
         "drift=0.0003",
         "warmup=0.06",
+        "cold=0.05",
         "noiseafter=2",
         "noise=skewed",
         "noise=outliers",
