@@ -717,6 +717,21 @@ async fn large(args: &LoadtestArgs) -> anyhow::Result<()> {
         ms(fleet.complete.quantile(0.5)),
         fleet.complete.len()
     );
+    // The same latencies as the server measured them (handler entry to answer, bucketed):
+    // what is not in them is the HTTP exchange and this process's own scheduling.
+    let bucket = |v: Option<f64>| {
+        v.map(|v| format!("{:.0} ms", v * 1000.0))
+            .unwrap_or("-".into())
+    };
+    let (up99, _, _) = histogram(&s.api, "upload_seconds", 0.99).await?;
+    let (up50, _, _) = histogram(&s.api, "upload_seconds", 0.5).await?;
+    let (co99, _, _) = histogram(&s.api, "complete_seconds", 0.99).await?;
+    println!(
+        "  in the server: upload p50 <= {}, p99 <= {}; complete p99 <= {}",
+        bucket(up50),
+        bucket(up99),
+        bucket(co99)
+    );
     let (p99, mean, n) = histogram(&s.api, "advance_seconds", 0.99).await?;
     let (p50, _, _) = histogram(&s.api, "advance_seconds", 0.5).await?;
     println!(
