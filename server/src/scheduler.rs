@@ -156,11 +156,8 @@ async fn run_advance(state: &AppState, bisect: i64, wait: bool) -> anyhow::Resul
     unreachable!("the last try always answers")
 }
 
-/// One advance in one transaction. `None`: the engine ended the bisect on evidence that runs
-/// stored meanwhile made stale, so nothing was committed (unless `last`).
-/// The engine's decision, on a blocking thread: for a large range it is tens of
-/// milliseconds of CPU, and on the runtime's threads it would hold up every request (with
-/// 64 hosts on a 100,000-candidate bisect, uploads waited a median 45-100 ms on 2 cores).
+/// The engine's decision, on a blocking thread: for a large range it is tens of milliseconds
+/// of CPU, which on one of the runtime's threads would hold up the requests queued behind it.
 /// The evidence comes back with the answer. The engine is pure and synchronous; a panic in
 /// it must fail this bisect, not the server.
 async fn decide_apart(
@@ -177,6 +174,8 @@ async fn decide_apart(
     .await?)
 }
 
+/// One advance in one transaction. `None`: the engine ended the bisect on evidence that runs
+/// stored meanwhile made stale, so nothing was committed (unless `last`).
 async fn advance_once(
     state: &AppState,
     bisect: i64,
