@@ -518,6 +518,17 @@ mod tests {
     /// A sample taken on host 0: (at, seq, value).
     type Run = (f64, u32, f64);
 
+    /// Pseudo-random noise of ±0.1 at time `i`, so that no task's runs lean one way by
+    /// construction.
+    fn jitter(i: i32) -> f64 {
+        f64::from((i * 7919 + 13) % 101) / 500.0 - 0.1
+    }
+
+    /// A cold start of 5 on each task's first run of a commit.
+    fn cold(seq: u32) -> f64 {
+        if seq == 0 { 5.0 } else { 0.0 }
+    }
+
     /// Samples of tasks of `per_task` runs each, taken one after another on one host.
     fn tasks_of(
         tasks: usize,
@@ -556,8 +567,6 @@ mod tests {
         // Every task's first run reads 5 high. The good commit ran in six tasks of five runs;
         // the candidate, 3 above it, in ten tasks of one run, so every run of it is a first
         // run and it reads 8 above, against 1 above for the good commit's mean.
-        let jitter = |i: i32| f64::from((i * 7919 + 13) % 101) / 500.0 - 0.1;
-        let cold = |s: u32| if s == 0 { 5.0 } else { 0.0 };
         let good = tasks_of(6, 5, 0, |at, s| cold(s) + jitter(at));
         let bad = tasks_of(10, 1, 30, |at, s| 3.0 + cold(s) + jitter(at));
         let points = [Point::Good, Point::Candidate(0)];
@@ -574,8 +583,6 @@ mod tests {
     fn the_endpoints_first_tasks_alone_take_a_cold_start_out() {
         // Two tasks of five runs at each endpoint (8 free, below MIN_FREE), the first run of
         // each 5 high: taken out of the spread, the step between them kept.
-        let jitter = |i: i32| f64::from((i * 7919 + 13) % 101) / 500.0 - 0.1;
-        let cold = |s: u32| if s == 0 { 5.0 } else { 0.0 };
         let good = tasks_of(2, 5, 0, |at, s| cold(s) + jitter(at));
         let bad = tasks_of(2, 5, 10, |at, s| 3.0 + cold(s) + jitter(at));
         let points = [Point::Good, Point::Candidate(0)];
@@ -594,7 +601,6 @@ mod tests {
 
     #[test]
     fn tasks_without_a_cold_start_change_nothing() {
-        let jitter = |i: i32| f64::from((i * 7919 + 13) % 101) / 500.0 - 0.1;
         let good = tasks_of(6, 5, 0, |at, _| jitter(at));
         let bad = tasks_of(10, 1, 30, |at, _| 3.0 + jitter(at));
         let points = [Point::Good, Point::Candidate(0)];
