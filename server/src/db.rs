@@ -17,12 +17,14 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
         .with_context(|| format!("connecting to PostgreSQL at {}", redact(url)))
 }
 
-/// Connections of this replica's claim statements alone (`queue::BATCHES_AT_ONCE`, opened as
-/// needed), beside `db`'s: a claim then never waits behind uploads for one of the main pool's
-/// connections (with a thousand hosts starting at once, that wait was the claim p99).
-pub fn claims_pool(db: &PgPool) -> PgPool {
+/// `n` connections beside `db`'s, opened as needed, for one kind of coalesced statement
+/// alone (`coalesce`): claims (`queue::BATCHES_AT_ONCE`), and uploads and completions
+/// (`worker_writes::CONNECTIONS`) then never wait behind each other or the scheduler for one
+/// of the main pool's connections (with a thousand hosts starting at once, that wait was the
+/// claim p99; with sixty-four uploading at once, the upload p99).
+pub fn side_pool(db: &PgPool, n: usize) -> PgPool {
     PgPoolOptions::new()
-        .max_connections(crate::queue::BATCHES_AT_ONCE as u32)
+        .max_connections(n as u32)
         .acquire_timeout(std::time::Duration::from_secs(5))
         .connect_lazy_with((*db.connect_options()).clone())
 }

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod bisect_view;
 pub mod budget;
 pub mod change;
+pub mod coalesce;
 pub mod config;
 pub mod dashboard;
 pub mod db;
@@ -41,6 +42,7 @@ pub mod tls;
 pub mod url_policy;
 pub mod watch;
 pub mod webhook;
+pub mod worker_writes;
 
 use anyhow::Context;
 use perfbisect_wire::states::TokenKind;

@@ -24,6 +24,8 @@ struct Recorded {
     claim_acquire: Histogram,
     claim_statement: Histogram,
     claim_batch: Histogram,
+    upload_batch: Histogram,
+    complete_batch: Histogram,
     upload: Histogram,
     complete: Histogram,
     runs: Counter,
@@ -41,6 +43,9 @@ fn recorded() -> &'static Recorded {
         claim_statement: buckets(),
         // 1 to 256 looks.
         claim_batch: Histogram::new(exponential_buckets(1.0, 2.0, 9)),
+        // 1 to 128 uploads.
+        upload_batch: Histogram::new(exponential_buckets(1.0, 2.0, 8)),
+        complete_batch: Histogram::new(exponential_buckets(1.0, 2.0, 8)),
         upload: buckets(),
         complete: buckets(),
         runs: Counter::default(),
@@ -54,6 +59,16 @@ pub fn observe_advance(d: Duration) {
 /// One claim statement, answering `looks` looks at once (`queue::claim`).
 pub fn observe_claim_batch(looks: usize) {
     recorded().claim_batch.observe(looks as f64);
+}
+
+/// One upload statement, storing `uploads` runs at once (`worker_writes::upload`).
+pub fn observe_upload_batch(uploads: usize) {
+    recorded().upload_batch.observe(uploads as f64);
+}
+
+/// One completion statement, ending `tasks` tasks at once (`worker_writes::complete`).
+pub fn observe_complete_batch(tasks: usize) {
+    recorded().complete_batch.observe(tasks as f64);
 }
 
 /// One look for a task (not the long-poll wait around it): the wait for its claim statement's
@@ -122,6 +137,16 @@ async fn render(state: &AppState) -> anyhow::Result<String> {
         "claim_batch_looks",
         "Looks answered by one claim statement",
         r.claim_batch.clone(),
+    );
+    reg.register(
+        "upload_batch_runs",
+        "Run uploads answered by one upload statement",
+        r.upload_batch.clone(),
+    );
+    reg.register(
+        "complete_batch_tasks",
+        "Task completions answered by one completion statement",
+        r.complete_batch.clone(),
     );
     reg.register(
         "upload_seconds",

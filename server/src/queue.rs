@@ -1,13 +1,14 @@
 //! The task queue in PostgreSQL: claim with `FOR UPDATE SKIP LOCKED`, leases renewed by
 //! heartbeats, expired leases handed back, LISTEN/NOTIFY to wake long-polling workers.
 
+use crate::coalesce::{Coalescer, Waiting, answer_all};
 use crate::state::AppState;
 use crate::store;
 use perfbisect_wire::states::TaskState;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio::sync::{Notify, Semaphore};
 
 pub use crate::store::queue::{CHANNEL, ClaimedTask, Look};
 
@@ -24,14 +25,12 @@ pub struct Waiters {
     /// The host group each worker token's last look found (keyed by the token's hash): which
     /// group's notifications should wake its next long poll. A hint, never an authorisation.
     group_of: Mutex<HashMap<String, String>>,
-    /// Claim statements running at once on this replica (`claim`): at most `BATCHES_AT_ONCE`.
-    batches: Arc<Semaphore>,
-    /// Looks waiting for a claim statement, oldest first.
-    pending: Mutex<Pending>,
+    /// Looks waiting for a claim statement, and the statements running (`claim`).
+    looks: Coalescer<ClaimLook, Look>,
 }
 
 /// Claim statements running at once, per replica, each on a connection of its own
-/// (`db::claims_pool`). Looks that arrive while they run wait together for the next one, so
+/// (`db::side_pool`). Looks that arrive while they run wait together for the next one, so
 /// a thousand hosts polling at the same instant (a lab's start, a server's restart) cost a
 /// few statements.
 pub const BATCHES_AT_ONCE: usize = 4;
@@ -39,65 +38,12 @@ pub const BATCHES_AT_ONCE: usize = 4;
 /// Looks one claim statement takes at most.
 const BATCH_MAX: usize = 256;
 
-#[derive(Debug, Default)]
-struct Pending {
-    next: u64,
-    looks: VecDeque<PendingLook>,
-}
-
-/// A look waiting for a claim statement, and where its answer goes.
+/// One look of a claim: the worker token's hash, and whether to refresh the host's
+/// `last_seen_at` (the first look of a request).
 #[derive(Debug)]
-struct PendingLook {
-    id: u64,
+struct ClaimLook {
     token_hash: String,
     seen: bool,
-    since: Instant,
-    answer: oneshot::Sender<Result<Look, BatchFailed>>,
-}
-
-/// Why a claim statement answered no look: the database away (the request may be retried:
-/// 503), or anything else.
-#[derive(Debug, Clone)]
-enum BatchFailed {
-    Unavailable(String),
-    Other(String),
-}
-
-impl BatchFailed {
-    fn of(e: &sqlx::Error) -> Self {
-        match e {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-                BatchFailed::Unavailable(e.to_string())
-            }
-            _ => BatchFailed::Other(e.to_string()),
-        }
-    }
-}
-
-impl From<BatchFailed> for sqlx::Error {
-    /// Back to an error that `ApiError` maps as it mapped the statement's own.
-    fn from(e: BatchFailed) -> Self {
-        match e {
-            BatchFailed::Unavailable(what) => sqlx::Error::Io(std::io::Error::other(what)),
-            BatchFailed::Other(what) => sqlx::Error::Protocol(what),
-        }
-    }
-}
-
-/// Takes a look out of the waiting ones when its claim request goes away before a statement
-/// took it (its client gone), so no task is claimed for it.
-struct Waiting<'a> {
-    waiters: &'a Waiters,
-    id: u64,
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        let mut pending = self.waiters.pending.lock().expect("pending looks");
-        if let Some(at) = pending.looks.iter().position(|l| l.id == self.id) {
-            pending.looks.remove(at);
-        }
-    }
 }
 
 impl Default for Waiters {
@@ -105,8 +51,7 @@ impl Default for Waiters {
         Waiters {
             groups: Mutex::default(),
             group_of: Mutex::default(),
-            batches: Arc::new(Semaphore::new(BATCHES_AT_ONCE)),
-            pending: Mutex::default(),
+            looks: Coalescer::new(BATCHES_AT_ONCE, BATCH_MAX),
         }
     }
 }
@@ -118,46 +63,12 @@ const GROUP_HINTS: usize = 100_000;
 impl Waiters {
     /// The slots a claim statement takes before its connection (`BATCHES_AT_ONCE` of them).
     pub fn batch_slots(&self) -> &Semaphore {
-        &self.batches
+        self.looks.slots()
     }
 
     /// Looks waiting for a claim statement now.
     pub fn waiting_looks(&self) -> usize {
-        self.pending.lock().expect("pending looks").looks.len()
-    }
-
-    /// Puts a look among the waiting ones; its answer comes on the receiver.
-    fn wait_for_batch(
-        &self,
-        token_hash: &str,
-        seen: bool,
-    ) -> (Waiting<'_>, oneshot::Receiver<Result<Look, BatchFailed>>) {
-        let (answer, receiver) = oneshot::channel();
-        let mut pending = self.pending.lock().expect("pending looks");
-        let id = pending.next;
-        pending.next += 1;
-        pending.looks.push_back(PendingLook {
-            id,
-            token_hash: token_hash.to_string(),
-            seen,
-            since: Instant::now(),
-            answer,
-        });
-        (Waiting { waiters: self, id }, receiver)
-    }
-
-    /// The look `id` if it still waits, with the oldest others: a batch of at most
-    /// `BATCH_MAX`. Empty when a statement already took it.
-    fn take_batch(&self, id: u64) -> Vec<PendingLook> {
-        let mut pending = self.pending.lock().expect("pending looks");
-        let Some(at) = pending.looks.iter().position(|l| l.id == id) else {
-            return Vec::new();
-        };
-        let mine = pending.looks.remove(at).expect("found above");
-        let others = pending.looks.len().min(BATCH_MAX - 1);
-        std::iter::once(mine)
-            .chain(pending.looks.drain(..others))
-            .collect()
+        self.looks.waiting()
     }
 
     fn remember_look(&self, token_hash: &str, look: &Look) {
@@ -234,39 +145,25 @@ impl Waiters {
 /// thousand waits for the pool (the fleet loadtest's start, where claim p99 was 4–6 s).
 pub async fn claim(state: &AppState, token_hash: &str, seen: bool) -> sqlx::Result<Look> {
     let waiters = &state.task_queued;
-    let (waiting, answer) = waiters.wait_for_batch(token_hash, seen);
-    let slot = waiters
-        .batches
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| sqlx::Error::PoolClosed)?;
-    let batch = waiters.take_batch(waiting.id);
-    drop(waiting);
-    if !batch.is_empty() {
-        // On a task of its own: a claim request that goes away (its client gone) must not
-        // cancel the statement that answers the others' looks.
-        let (db, lease) = (state.claims_db.clone(), state.lease.as_secs_f64());
-        let ran = tokio::spawn(async move {
-            claim_batch(&db, batch, lease).await;
-            drop(slot);
-        });
-        ran.await
-            .map_err(|e| sqlx::Error::Protocol(format!("a claim batch failed: {e}")))?;
-    }
-    let look = answer
-        .await
-        .map_err(|_| sqlx::Error::Protocol("a claim batch ended without an answer".into()))??;
+    let look = ClaimLook {
+        token_hash: token_hash.to_string(),
+        seen,
+    };
+    let (db, lease) = (state.claims_db.clone(), state.lease.as_secs_f64());
+    let look = waiters
+        .looks
+        .submit(look, move |batch| claim_batch(db, batch, lease))
+        .await?;
     waiters.remember_look(token_hash, &look);
     Ok(look)
 }
 
 /// Makes one statement of `batch` and answers each look. Timed per look in two parts: from
 /// its arrival to the statement's connection, and the statement.
-async fn claim_batch(db: &sqlx::PgPool, batch: Vec<PendingLook>, lease_secs: f64) {
+async fn claim_batch(db: sqlx::PgPool, batch: Vec<Waiting<ClaimLook, Look>>, lease_secs: f64) {
     crate::metrics::observe_claim_batch(batch.len());
-    let tokens: Vec<String> = batch.iter().map(|l| l.token_hash.clone()).collect();
-    let seen: Vec<bool> = batch.iter().map(|l| l.seen).collect();
+    let tokens: Vec<String> = batch.iter().map(|l| l.item.token_hash.clone()).collect();
+    let seen: Vec<bool> = batch.iter().map(|l| l.item.seen).collect();
     let looks = async {
         let mut conn = db.acquire().await?;
         let connected = Instant::now();
@@ -282,25 +179,20 @@ async fn claim_batch(db: &sqlx::PgPool, batch: Vec<PendingLook>, lease_secs: f64
     }
     .await;
     let ended = Instant::now();
-    match looks {
-        Ok((connected, looks)) => {
-            for (pending, look) in batch.into_iter().zip(looks) {
-                crate::metrics::observe_claim(connected - pending.since, ended - connected);
-                if let Err(Ok(Look::Claimed {
-                    host_id,
-                    host_group,
-                    task,
-                })) = pending.answer.send(Ok(look))
-                {
-                    give_back_unheard(db, task.id, host_id, &host_group).await;
-                }
-            }
+    let looks = looks.map(|(connected, looks)| {
+        for waiting in &batch {
+            crate::metrics::observe_claim(connected - waiting.since, ended - connected);
         }
-        Err(e) => {
-            let failed = BatchFailed::of(&e);
-            for pending in batch {
-                let _ = pending.answer.send(Err(failed.clone()));
-            }
+        looks
+    });
+    for unheard in answer_all(batch, looks) {
+        if let Look::Claimed {
+            host_id,
+            host_group,
+            task,
+        } = unheard
+        {
+            give_back_unheard(&db, task.id, host_id, &host_group).await;
         }
     }
 }

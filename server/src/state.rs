@@ -1,6 +1,6 @@
 //! `AppState`: what every handler and loop shares (pool, mirrors, settings, caches).
 
-use crate::{auth, budget, git, graphs, notify, queue, repo_policy};
+use crate::{auth, budget, git, graphs, notify, queue, repo_policy, worker_writes};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,8 +8,12 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct AppState {
     pub db: sqlx::PgPool,
-    /// The claim statements' own connections (`db::claims_pool`).
+    /// The claim statements' own connections (`db::side_pool`).
     pub claims_db: sqlx::PgPool,
+    /// The upload and completion statements' own connections (`db::side_pool`).
+    pub writes_db: sqlx::PgPool,
+    /// Uploads and completions waiting for a statement, and those running (`worker_writes`).
+    pub writes: Arc<worker_writes::Writes>,
     pub mirrors: git::Mirrors,
     /// Woken when tasks may have been queued (by this replica or, through LISTEN, another).
     pub task_queued: Arc<queue::Waiters>,
@@ -38,7 +42,9 @@ impl AppState {
     ) -> Self {
         repo_policy::ensure_fetch_timeouts();
         AppState {
-            claims_db: crate::db::claims_pool(&db),
+            claims_db: crate::db::side_pool(&db, queue::BATCHES_AT_ONCE),
+            writes_db: crate::db::side_pool(&db, worker_writes::CONNECTIONS),
+            writes: Arc::default(),
             db,
             mirrors: git::Mirrors::new(data_dir.join("mirrors")),
             task_queued: Arc::default(),

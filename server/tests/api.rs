@@ -276,6 +276,282 @@ async fn tokens_are_required_to_change_things() {
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 }
 
+/// A bisect with a task claimed by worker "h1" (a second worker "h2" registered too):
+/// (task id, its runs, h1's token, h2's token).
+async fn a_claimed_task(f: &Fixture) -> (i64, i64, String, String) {
+    let (s, b) = call(
+        f,
+        "POST",
+        "/api/v1/bisects",
+        Some(TOKEN),
+        Some(submit_body("v1", "v5")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let h1 = register_worker(f, "h1", "g").await;
+    let h2 = register_worker(f, "h2", "g").await;
+    let (s, task) = call(
+        f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&h1),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    let runs = task["runs"].as_i64().unwrap() * if task["pair_sha"].is_string() { 2 } else { 1 };
+    assert!(runs >= 2, "{task}");
+    (task["task_id"].as_i64().unwrap(), runs, h1, h2)
+}
+
+/// The uploads one statement stores together (`store::runs::upload_batch`) are each judged on
+/// their own: in one batch, a valid run is stored, and a run out of the task's range, one by a
+/// host that does not hold the task, one with an unknown token, one to a task that does not
+/// exist and one without the bisect's metric are not, each answered with what it found.
+#[tokio::test]
+async fn uploads_stored_in_one_statement_are_each_judged_on_their_own() {
+    use perfbisect_server::auth::hash_token;
+    use perfbisect_server::store::runs::{NewUpload, upload_batch};
+    let f = with_repo().await;
+    let (tid, runs, h1, h2) = a_claimed_task(&f).await;
+    let now = chrono::Utc::now();
+    let upload = |token: &str, task: i64, iteration: i32, metrics: Value| NewUpload {
+        token_hash: hash_token(token),
+        task,
+        sha: None,
+        iteration,
+        completed: true,
+        metrics,
+        log: String::new(),
+        started_at: now,
+        finished_at: now,
+        environment: json!({}),
+        writable: true,
+    };
+    let x = || json!({"t.x": 1.5});
+    let batch = [
+        upload(&h1, tid, 0, x()),
+        upload(&h1, tid, runs as i32, x()),
+        upload(&h2, tid, 1, x()),
+        upload("not-a-token", tid, 1, x()),
+        upload(&h1, tid + 1000, 0, x()),
+        upload(&h1, tid, 1, json!({"t.y": 2.0})),
+        NewUpload {
+            writable: false,
+            ..upload(&h1, tid, 1, x())
+        },
+        upload(&h1, tid, 0, x()),
+    ];
+    let answers = upload_batch(&f.state.db, &batch.iter().collect::<Vec<_>>(), 60.0, 30.0)
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), batch.len());
+    let h1_id: i64 = sqlx::query_scalar("SELECT id FROM hosts WHERE name = 'h1'")
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    let found: Vec<(Option<i64>, bool, bool, bool)> = answers
+        .iter()
+        .map(|a| (a.host, a.target.is_some(), a.stored, a.renewed))
+        .collect();
+    let h2_id = found[2].0;
+    assert!(h2_id.is_some() && h2_id != Some(h1_id), "{found:?}");
+    assert_eq!(
+        found,
+        vec![
+            (Some(h1_id), true, true, true), // valid: stored, lease renewed
+            // Not stored; h1 holds the task, whose lease the valid run renewed.
+            (Some(h1_id), true, false, true), // iteration out of range
+            (h2_id, true, false, false),      // not the holder
+            (None, true, false, false),       // unknown token
+            (Some(h1_id), false, false, false), // no such task
+            (Some(h1_id), true, false, true), // no t.x in a completed run
+            (Some(h1_id), true, false, true), // refused by the API already
+            (Some(h1_id), true, true, true),  // the same iteration again: one row
+        ]
+    );
+    let target = answers[0].target.as_ref().unwrap();
+    assert_eq!(
+        (target.holder, target.metric.as_str()),
+        (Some(h1_id), "t.x")
+    );
+    let stored: Vec<(i32, f64)> =
+        sqlx::query_as("SELECT iteration, (metrics->>'t.x')::float8 FROM runs WHERE task_id = $1")
+            .bind(tid)
+            .fetch_all(&f.state.db)
+            .await
+            .unwrap();
+    assert_eq!(stored, vec![(0, 1.5)]);
+}
+
+/// The completions one statement makes together (`store::queue::complete_batch`) are each
+/// judged on their own: the holder's ends its task (an error queues it again), and one by a
+/// host that does not hold the task, one with an unknown token, a second one of a task and
+/// one of a task that does not exist end nothing.
+#[tokio::test]
+async fn completions_made_in_one_statement_are_each_judged_on_their_own() {
+    use perfbisect_server::auth::hash_token;
+    use perfbisect_server::store::queue::{Completion, complete_batch};
+    use perfbisect_wire::worker::TaskOutcome;
+    let f = with_repo().await;
+    let (t1, _, h1, h2) = a_claimed_task(&f).await;
+    // A second task of the bisect, for h2.
+    sqlx::query(
+        "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase)
+         SELECT bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase FROM tasks
+         WHERE id = $1",
+    )
+    .bind(t1)
+    .execute(&f.state.db)
+    .await
+    .unwrap();
+    let (s, task) = call(
+        &f,
+        "POST",
+        "/api/v1/worker/claim",
+        Some(&h2),
+        Some(json!({"wait_secs": 0})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{task}");
+    let t2 = task["task_id"].as_i64().unwrap();
+    let end = |token: &str, task: i64, outcome: TaskOutcome| Completion {
+        token_hash: hash_token(token),
+        task,
+        outcome,
+        message: Some(format!("ended by {token}")),
+        log_tail: None,
+        failed_sha: None,
+    };
+    let batch = [
+        end(&h1, t1, TaskOutcome::Done),
+        end(&h2, t2, TaskOutcome::Error),
+        end(&h1, t2, TaskOutcome::Done),
+        end("not-a-token", t1, TaskOutcome::Done),
+        end(&h1, t1, TaskOutcome::BuildFailed),
+        end(&h1, t2 + 1000, TaskOutcome::Done),
+    ];
+    let answers = complete_batch(&f.state.db, &batch.iter().collect::<Vec<_>>(), 30.0)
+        .await
+        .unwrap();
+    let hosts: Vec<Option<i64>> = answers.iter().map(|a| a.host).collect();
+    let (id1, id2) = (hosts[0].unwrap(), hosts[1].unwrap());
+    assert_ne!(id1, id2);
+    assert_eq!(
+        hosts,
+        vec![Some(id1), Some(id2), Some(id1), None, Some(id1), Some(id1)]
+    );
+    let ended: Vec<bool> = answers.iter().map(|a| a.owner.is_some()).collect();
+    assert_eq!(ended, vec![true, true, false, false, false, false]);
+    let rows: Vec<(String, Option<i64>, Option<String>)> = sqlx::query_as(
+        "SELECT state, host_id, message FROM tasks WHERE id = ANY($1) ORDER BY id = $2 DESC",
+    )
+    .bind(vec![t1, t2])
+    .bind(t1)
+    .fetch_all(&f.state.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "done".to_string(),
+                Some(id1),
+                Some(format!("ended by {h1}"))
+            ),
+            ("queued".to_string(), None, Some(format!("ended by {h2}"))),
+        ]
+    );
+}
+
+/// Uploads that arrive together (they share statements) each get the answer their own run
+/// deserves, and only the valid runs are stored, once each.
+#[tokio::test]
+async fn uploads_that_arrive_together_each_get_their_own_answer() {
+    let f = with_repo().await;
+    let (tid, runs, h1, h2) = a_claimed_task(&f).await;
+    let now = chrono::Utc::now().to_rfc3339();
+    let path = format!("/api/v1/worker/tasks/{tid}/runs");
+    let run = |iteration: i64, metrics: Value| {
+        json!({"iteration": iteration, "completed": true, "metrics": metrics,
+               "started_at": now, "finished_at": now})
+    };
+    let x = json!({"t.x": 1.0});
+    // (token, path, body, expected status), sent at once, valid uploads twice each.
+    let mut calls: Vec<(String, String, Value, StatusCode)> = Vec::new();
+    for i in 0..runs {
+        for _ in 0..2 {
+            calls.push((
+                h1.clone(),
+                path.clone(),
+                run(i, x.clone()),
+                StatusCode::CREATED,
+            ));
+        }
+    }
+    calls.push((
+        h1.clone(),
+        path.clone(),
+        run(runs, x.clone()),
+        StatusCode::BAD_REQUEST,
+    ));
+    calls.push((
+        h2.clone(),
+        path.clone(),
+        run(0, x.clone()),
+        StatusCode::CONFLICT,
+    ));
+    calls.push((
+        "nobody".into(),
+        path.clone(),
+        run(0, x.clone()),
+        StatusCode::UNAUTHORIZED,
+    ));
+    calls.push((
+        h1.clone(),
+        format!("/api/v1/worker/tasks/{}/runs", tid + 1000),
+        run(0, x.clone()),
+        StatusCode::NOT_FOUND,
+    ));
+    calls.push((
+        h1.clone(),
+        path.clone(),
+        run(0, json!({"t.y": 1.0})),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    ));
+    // A body the API cannot read is judged after the token: 401 for a stranger, 400 for h1.
+    calls.push((
+        "nobody".into(),
+        path.clone(),
+        json!({"iteration": "zero"}),
+        StatusCode::UNAUTHORIZED,
+    ));
+    calls.push((
+        h1.clone(),
+        path.clone(),
+        json!({"iteration": "zero"}),
+        StatusCode::BAD_REQUEST,
+    ));
+    let answers = futures_util::future::join_all(
+        calls
+            .iter()
+            .map(|(token, path, body, _)| call(&f, "POST", path, Some(token), Some(body.clone()))),
+    )
+    .await;
+    for ((_, path, body, wanted), (status, answer)) in calls.iter().zip(&answers) {
+        assert_eq!(status, wanted, "{path} {body}: {answer}");
+    }
+    let stored: BTreeSet<i32> = sqlx::query_scalar("SELECT iteration FROM runs WHERE task_id = $1")
+        .bind(tid)
+        .fetch_all(&f.state.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(stored, (0..runs as i32).collect());
+    assert_eq!(count(&f, "runs").await, runs);
+}
+
 #[tokio::test]
 async fn worker_protocol_claim_upload_and_metric_check() {
     let f = with_repo().await;

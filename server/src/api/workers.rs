@@ -1,7 +1,9 @@
 //! The worker protocol: register, claim (long poll), heartbeat, upload runs, complete.
 
 use super::ApiJson;
-use crate::auth::{Enrollment, WorkerHost, WorkerToken, hash_token, new_token};
+use crate::auth::{
+    Enrollment, WorkerHost, WorkerToken, hash_token, new_token, unknown_worker_token,
+};
 use crate::error::{ApiError, ApiResult};
 use crate::queue::Look;
 use crate::state::AppState;
@@ -198,22 +200,53 @@ async fn heartbeat(
     security(("worker_token" = [])))]
 async fn upload_run(
     State(state): State<AppState>,
-    host: WorkerHost,
+    token: WorkerToken,
     Path(id): Path<i64>,
-    ApiJson(run): ApiJson<RunUpload>,
+    body: Result<ApiJson<RunUpload>, ApiError>,
 ) -> ApiResult<StatusCode> {
     let started = std::time::Instant::now();
-    let task = store::tasks::upload_target(&state.db, id).await?;
+    let run = match body {
+        Ok(ApiJson(run)) => run,
+        Err(refused) => return Err(judged_after_the_token(&state, &token, refused).await),
+    };
+    let not_finite = run
+        .metrics
+        .iter()
+        .find(|(_, v)| !v.is_finite())
+        .map(|(name, _)| name.clone());
+    // One statement, shared with the uploads that arrive beside this one, checks the token
+    // and the task and stores the run if both allow it (`uploads`); what was wrong, if
+    // anything, is said below from what it read.
+    let uploaded = crate::worker_writes::upload(
+        &state,
+        store::runs::NewUpload {
+            token_hash: token.hash,
+            task: id,
+            sha: run.sha.clone(),
+            iteration: run.iteration as i32,
+            completed: run.completed,
+            metrics: serde_json::to_value(&run.metrics).map_err(anyhow::Error::from)?,
+            log: run.log,
+            started_at: run.started_at,
+            finished_at: run.finished_at,
+            environment: serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?,
+            writable: not_finite.is_none(),
+        },
+    )
+    .await?;
+    let host = uploaded.host.ok_or_else(unknown_worker_token)?;
     let UploadTarget {
-        bisect_id,
         task_sha,
         pair_sha,
         runs,
         task_state,
         holder,
         metric,
-    } = task.ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?;
-    if task_state != TaskState::Running || holder != Some(host.host_id) {
+        ..
+    } = uploaded
+        .target
+        .ok_or_else(|| ApiError::NotFound(format!("no task with id {id}")))?;
+    if task_state != TaskState::Running || holder != Some(host) {
         return Err(ApiError::Conflict(format!(
             "task {id} is not running on this host (it is {task_state})"
         )));
@@ -225,10 +258,10 @@ async fn upload_run(
             format!("task {id} has {iterations} runs (0..{})", iterations - 1),
         ));
     }
-    let sha = match (&run.sha, &pair_sha) {
-        (None, None) => task_sha,
-        (Some(s), _) if *s == task_sha => task_sha,
-        (Some(s), Some(p)) if s == p => p.clone(),
+    match (&run.sha, &pair_sha) {
+        (None, None) => {}
+        (Some(s), _) if *s == task_sha => {}
+        (Some(s), Some(p)) if s == p => {}
         (None, Some(_)) => {
             return Err(ApiError::bad(
                 "sha",
@@ -241,8 +274,8 @@ async fn upload_run(
                 format!("commit {s} is not measured by task {id}"),
             ));
         }
-    };
-    if let Some((name, _)) = run.metrics.iter().find(|(_, v)| !v.is_finite()) {
+    }
+    if let Some(name) = not_finite {
         return Err(ApiError::bad(
             "metrics",
             format!("metric `{name}` is not a finite number"),
@@ -261,29 +294,9 @@ async fn upload_run(
             ),
         ));
     }
-    // The holder is checked again in the statement that writes (the task row locked for
-    // it): a lease that ran out since the check above leaves nothing written. The run, the
-    // renewed lease and the wake-up (new evidence: the scheduler decides again, off this
-    // request's path) are one statement: one round trip, one commit per upload.
-    let written = store::runs::upload(
-        &state.db,
-        &store::runs::NewRun {
-            task: id,
-            bisect: bisect_id,
-            sha: &sha,
-            host: host.host_id,
-            iteration: run.iteration as i32,
-            completed: run.completed,
-            metrics: serde_json::to_value(&run.metrics).map_err(anyhow::Error::from)?,
-            log: &run.log,
-            started_at: run.started_at,
-            finished_at: run.finished_at,
-            environment: serde_json::to_value(&run.environment).map_err(anyhow::Error::from)?,
-        },
-        state.lease.as_secs_f64(),
-    )
-    .await?;
-    if !written.stored && !written.renewed {
+    // The statement checked the holder again with the task row locked: a lease that ran out
+    // since it was read leaves nothing written.
+    if !uploaded.stored && !uploaded.renewed {
         return Err(ApiError::Conflict(format!(
             "task {id} is not running on this host any more"
         )));
@@ -299,11 +312,15 @@ async fn upload_run(
     security(("worker_token" = [])))]
 async fn complete(
     State(state): State<AppState>,
-    host: WorkerHost,
+    token: WorkerToken,
     Path(id): Path<i64>,
-    ApiJson(req): ApiJson<CompleteTask>,
+    body: Result<ApiJson<CompleteTask>, ApiError>,
 ) -> ApiResult<StatusCode> {
     let started = std::time::Instant::now();
+    let req = match body {
+        Ok(ApiJson(req)) => req,
+        Err(refused) => return Err(judged_after_the_token(&state, &token, refused).await),
+    };
     let tail = req.log_tail.map(|t| {
         t.chars()
             .rev()
@@ -313,31 +330,46 @@ async fn complete(
             .rev()
             .collect::<String>()
     });
-    // The task's end, its requeue notice and the wake-up: one statement, so they commit
-    // together in one round trip.
-    let owner = store::queue::complete(
-        &state.db,
-        id,
-        host.host_id,
-        &host.host_group,
-        &store::queue::Completion {
+    // The token, the task's end, its requeue notice and the wake-up: one statement, shared
+    // with the completions that arrive beside this one (`worker_writes`).
+    let completed = crate::worker_writes::complete(
+        &state,
+        store::queue::Completion {
+            token_hash: token.hash,
+            task: id,
             outcome: req.outcome,
-            message: req.message.as_deref(),
-            log_tail: tail.as_deref(),
-            failed_sha: req.failed_sha.as_deref(),
+            message: req.message,
+            log_tail: tail,
+            failed_sha: req.failed_sha,
         },
     )
-    .await?
-    .map(|o| (o.bisect_id, o.watch_id));
-    let (_, watch) = owner
+    .await?;
+    completed.host.ok_or_else(unknown_worker_token)?;
+    let owner = completed
+        .owner
         .ok_or_else(|| ApiError::Conflict(format!("task {id} is not running on this host")))?;
     crate::metrics::observe_complete(started.elapsed());
-    if let Some(watch) = watch {
+    if let Some(watch) = owner.watch_id {
         // Analysing the series is not this request's work: the answer does not wait for it.
         let state = state.clone();
         tokio::spawn(async move { crate::watch::task_finished(&state, watch).await });
     }
     Ok(StatusCode::OK)
+}
+
+/// The answer to a body the API refused, for a caller whose token is not checked yet: 401
+/// when no host holds the token, as everywhere else (a caller without a valid token learns
+/// nothing from the answer to its body), else the refusal.
+async fn judged_after_the_token(
+    state: &AppState,
+    token: &WorkerToken,
+    refused: ApiError,
+) -> ApiError {
+    match store::hosts::authenticate(&state.db, &token.hash, crate::auth::SEEN_EVERY_SECS).await {
+        Ok(Some(_)) => refused,
+        Ok(None) => unknown_worker_token(),
+        Err(e) => e.into(),
+    }
 }
 
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]

@@ -232,71 +232,126 @@ pub struct Owner {
     pub watch_id: Option<i64>,
 }
 
-/// What a worker reports at a task's end.
-pub struct Completion<'a> {
+/// What a worker reports at a task's end, with the worker's token.
+#[derive(Debug)]
+pub struct Completion {
+    /// The SHA-256 of the worker's token, as `hosts.token_hash` stores it.
+    pub token_hash: String,
+    pub task: i64,
     pub outcome: TaskOutcome,
-    pub message: Option<&'a str>,
-    pub log_tail: Option<&'a str>,
-    pub failed_sha: Option<&'a str>,
+    pub message: Option<String>,
+    pub log_tail: Option<String>,
+    pub failed_sha: Option<String>,
 }
 
-/// Ends `task` held by `host`: `done`, `build_failed`, or after a worker-side error queued
-/// again (`failed` after its last attempt). `None` when the host does not hold the task.
-/// One statement (one round trip, one commit) also records the bisect's wake-up with its
-/// NOTIFY (`store::wakeups::wake`'s row and payload) and, after an error, announces one task
-/// queued in `host_group` (`queue::notify_queued_in`'s payload).
-pub async fn complete<'e>(
+/// What a completion found and did.
+#[derive(Debug)]
+pub struct Completed {
+    /// The token's host, if a host holds the token.
+    pub host: Option<i64>,
+    /// The task's owner when this completion ended it (its host held it); `None` when not.
+    pub owner: Option<Owner>,
+}
+
+/// Ends tasks in one statement (one round trip, one commit for all): each `done`,
+/// `build_failed`, or after a worker-side error queued again (`failed` after its last
+/// attempt), if the token's host (its `last_seen_at` refreshed when stale) holds it; the
+/// first of two completions of one task ends it. Each bisect concerned gets a wake-up,
+/// NOTIFYed unless one was pending already (`store::wakeups::wake`'s row and payload), and
+/// the tasks queued again are announced per host group (`queue::notify_queued_in`'s
+/// payload). Answers in the order given.
+pub async fn complete_batch<'e>(
     db: impl PgExecutor<'e>,
-    task: i64,
-    host: i64,
-    host_group: &str,
-    end: &Completion<'_>,
-) -> sqlx::Result<Option<Owner>> {
+    ends: &[&Completion],
+    seen_every_secs: f64,
+) -> sqlx::Result<Vec<Completed>> {
+    let tokens: Vec<String> = ends.iter().map(|e| e.token_hash.clone()).collect();
+    let tasks: Vec<i64> = ends.iter().map(|e| e.task).collect();
     // The error outcome's state depends on the row's attempts, so it is decided in SQL; the
     // others are fixed. A requeued task has no holder and no end time.
-    let (retry, fixed) = match end.outcome {
-        TaskOutcome::Done => (false, TaskState::Done),
-        TaskOutcome::BuildFailed => (false, TaskState::BuildFailed),
-        TaskOutcome::Error => (true, TaskState::Failed),
-    };
-    let row = sqlx::query!(
-        r#"WITH ended AS (
-               UPDATE tasks SET
-                   state = CASE WHEN NOT $6 THEN $7
-                                WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-                   message = $3, log_tail = $4, failed_sha = $5,
-                   finished_at = CASE WHEN $6 AND attempts < max_attempts THEN NULL ELSE now() END,
-                   host_id = CASE WHEN $6 AND attempts < max_attempts THEN NULL ELSE host_id END
-               WHERE id = $1 AND host_id = $2 AND state = 'running' RETURNING bisect_id, watch_id
+    let retry: Vec<bool> = ends
+        .iter()
+        .map(|e| e.outcome == TaskOutcome::Error)
+        .collect();
+    let fixed: Vec<String> = ends
+        .iter()
+        .map(|e| match e.outcome {
+            TaskOutcome::Done => TaskState::Done,
+            TaskOutcome::BuildFailed => TaskState::BuildFailed,
+            TaskOutcome::Error => TaskState::Failed,
+        })
+        .map(|s| s.as_str().to_string())
+        .collect();
+    let messages: Vec<Option<String>> = ends.iter().map(|e| e.message.clone()).collect();
+    let tails: Vec<Option<String>> = ends.iter().map(|e| e.log_tail.clone()).collect();
+    let failed: Vec<Option<String>> = ends.iter().map(|e| e.failed_sha.clone()).collect();
+    let rows = sqlx::query!(
+        r#"WITH input AS (
+               SELECT * FROM unnest($1::text[], $2::int8[], $3::bool[], $4::text[], $5::text[],
+                                    $6::text[], $7::text[])
+                   WITH ORDINALITY AS u(token_hash, task_id, retry, fixed, message, log_tail,
+                                        failed_sha, n)
+           ), seen AS (
+               UPDATE hosts h SET last_seen_at = now() FROM input i
+               WHERE h.token_hash = i.token_hash
+                 AND h.last_seen_at < now() - make_interval(secs => $11)
+           ), who AS (
+               SELECT i.*, h.id AS host_id, h.host_group
+               FROM input i LEFT JOIN hosts h ON h.token_hash = i.token_hash
+           ), first AS (
+               SELECT DISTINCT ON (task_id) * FROM who WHERE host_id IS NOT NULL
+               ORDER BY task_id, n
+           ), ended AS (
+               UPDATE tasks t SET
+                   state = CASE WHEN NOT f.retry THEN f.fixed
+                                WHEN t.attempts >= t.max_attempts THEN 'failed'
+                                ELSE 'queued' END,
+                   message = f.message, log_tail = f.log_tail, failed_sha = f.failed_sha,
+                   finished_at = CASE WHEN f.retry AND t.attempts < t.max_attempts THEN NULL
+                                      ELSE now() END,
+                   host_id = CASE WHEN f.retry AND t.attempts < t.max_attempts THEN NULL
+                                  ELSE t.host_id END
+               FROM first f
+               WHERE t.id = f.task_id AND t.host_id = f.host_id AND t.state = 'running'
+               RETURNING f.n, t.bisect_id, t.watch_id, t.state, f.host_group
            ), woken AS (
                INSERT INTO scheduler_wakeups (bisect_id, reason)
-               SELECT bisect_id, $8 FROM ended WHERE bisect_id IS NOT NULL
+               SELECT DISTINCT bisect_id, $8 FROM ended WHERE bisect_id IS NOT NULL
                RETURNING bisect_id
            )
-           SELECT e.bisect_id, e.watch_id,
+           SELECT w.host_id AS "host_id?", e.n IS NOT NULL AS "ended!",
+                  e.bisect_id AS "bisect_id?", e.watch_id AS "watch_id?",
                   (SELECT count(pg_notify($9, bisect_id::text)) FROM woken
                    WHERE NOT EXISTS (SELECT 1 FROM scheduler_wakeups p
                                      WHERE p.bisect_id = woken.bisect_id)) AS "woken!",
-                  (SELECT count(pg_notify($10, $11)) WHERE $6) AS "requeue_notices!"
-           FROM ended e"#,
-        task,
-        host,
-        end.message,
-        end.log_tail,
-        end.failed_sha,
-        retry,
-        fixed.as_str(),
+                  (SELECT count(pg_notify($10, host_group || E'\t' || queued))
+                   FROM (SELECT host_group, count(*) AS queued FROM ended
+                         WHERE state = 'queued' GROUP BY host_group) q) AS "requeue_notices!"
+           FROM who w LEFT JOIN ended e ON e.n = w.n ORDER BY w.n"#,
+        &tokens,
+        &tasks,
+        &retry,
+        &fixed,
+        &messages as &[Option<String>],
+        &tails as &[Option<String>],
+        &failed as &[Option<String>],
         super::wakeups::Reason::TaskEnded.as_str(),
         super::wakeups::CHANNEL,
         CHANNEL,
-        format!("{host_group}\t1"),
+        seen_every_secs,
     )
-    .fetch_optional(db)
+    .fetch_all(db)
     .await?;
-    Ok(row.map(|r| Owner {
-        bisect_id: r.bisect_id,
-        watch_id: r.watch_id,
-    }))
+    Ok(rows
+        .into_iter()
+        .map(|r| Completed {
+            host: r.host_id,
+            owner: r.ended.then_some(Owner {
+                bisect_id: r.bisect_id,
+                watch_id: r.watch_id,
+            }),
+        })
+        .collect())
 }
 
 /// A task whose lease ran out, as it is now.

@@ -2,89 +2,181 @@
 //! produced. Runs are stored; statistics are derived from them, never stored instead.
 
 use chrono::{DateTime, Utc};
+use perfbisect_wire::states::TaskState;
 use sqlx::PgExecutor;
 
-/// A run as a worker uploaded it, checked by the API.
-pub struct NewRun<'a> {
+/// A run as a worker uploaded it, with the worker's token: checked against the token's host
+/// and the task in the statement that stores it (`upload_batch`).
+#[derive(Debug)]
+pub struct NewUpload {
+    /// The SHA-256 of the worker's token, as `hosts.token_hash` stores it.
+    pub token_hash: String,
     pub task: i64,
-    pub bisect: Option<i64>,
-    pub sha: &'a str,
-    pub host: i64,
+    /// The commit the run measured, as the worker named it (runs of a paired task must).
+    pub sha: Option<String>,
     pub iteration: i32,
     pub completed: bool,
     pub metrics: serde_json::Value,
-    pub log: &'a str,
+    pub log: String,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
     pub environment: serde_json::Value,
+    /// False when the API refused the run already (a metric that is not a finite number):
+    /// nothing is written for it, and its answer still says what the token and task are.
+    pub writable: bool,
 }
 
-/// What one upload wrote.
+/// What an upload found and wrote.
 #[derive(Debug)]
 pub struct Uploaded {
+    /// The token's host, if a host holds the token.
+    pub host: Option<i64>,
+    /// The task uploaded to, if it exists.
+    pub target: Option<super::tasks::UploadTarget>,
     /// The run was stored (not stored before, and the host held the task).
     pub stored: bool,
     /// The host held the task, and its lease was renewed.
     pub renewed: bool,
 }
 
-/// An upload in one statement (one round trip, one commit): the run stored if its host
-/// still holds the task (the task row locked in the statement, so a lease that ran out since
-/// the API's check leaves nothing written; an iteration stored before is not stored again),
-/// the lease renewed for `lease_secs`, and for a stored run of a bisect a wake-up recorded
-/// and NOTIFYed unless one was pending already (`store::wakeups::wake`'s row and payload,
-/// and its reason to NOTIFY once). A connection is held for one
-/// statement, not for a transaction of five round trips: with a thousand hosts uploading,
-/// what uploads hold is what claims wait for.
-pub async fn upload<'e>(
+/// Uploads in one statement (one round trip, one commit for all). For each: the token's host
+/// (its `last_seen_at` refreshed when stale), the task it uploads to, and the run stored if
+/// it is valid for the task (the iteration within the task's runs, the commit one of the
+/// task's, the bisect's metric in a completed run) and its host holds the task. The held
+/// tasks are locked in the statement, in id order (so two statements never wait for each
+/// other in a circle): a lease that ran out since it was read leaves nothing written, and an
+/// iteration stored before is not stored again. Each held task's lease is renewed for
+/// `lease_secs`, and each bisect with a stored run gets a wake-up, NOTIFYed unless one was
+/// pending already (`store::wakeups::wake`'s row and payload). Answers in the order given.
+///
+/// The API judges each answer again with the same rules (`api::workers`) to say what was
+/// wrong; the statement is the stricter of the two, so a run the API refuses is never stored.
+pub async fn upload_batch<'e>(
     db: impl PgExecutor<'e>,
-    run: &NewRun<'_>,
+    uploads: &[&NewUpload],
     lease_secs: f64,
-) -> sqlx::Result<Uploaded> {
-    let row = sqlx::query!(
-        r#"WITH held AS (
-               SELECT id FROM tasks WHERE id = $1 AND host_id = $4 AND state = 'running'
+    seen_every_secs: f64,
+) -> sqlx::Result<Vec<Uploaded>> {
+    let tokens: Vec<String> = uploads.iter().map(|u| u.token_hash.clone()).collect();
+    let tasks: Vec<i64> = uploads.iter().map(|u| u.task).collect();
+    let shas: Vec<Option<String>> = uploads.iter().map(|u| u.sha.clone()).collect();
+    let iterations: Vec<i32> = uploads.iter().map(|u| u.iteration).collect();
+    let completed: Vec<bool> = uploads.iter().map(|u| u.completed).collect();
+    let metrics: Vec<serde_json::Value> = uploads.iter().map(|u| u.metrics.clone()).collect();
+    let logs: Vec<String> = uploads.iter().map(|u| u.log.clone()).collect();
+    let started: Vec<DateTime<Utc>> = uploads.iter().map(|u| u.started_at).collect();
+    let finished: Vec<DateTime<Utc>> = uploads.iter().map(|u| u.finished_at).collect();
+    let environments: Vec<serde_json::Value> =
+        uploads.iter().map(|u| u.environment.clone()).collect();
+    let writable: Vec<bool> = uploads.iter().map(|u| u.writable).collect();
+    let rows = sqlx::query!(
+        r#"WITH input AS (
+               SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::bool[],
+                                    $6::jsonb[], $7::text[], $8::timestamptz[],
+                                    $9::timestamptz[], $10::jsonb[], $11::bool[])
+                   WITH ORDINALITY AS u(token_hash, task_id, sha, iteration, completed, metrics,
+                                        log, started_at, finished_at, environment, writable, n)
+           ), seen AS (
+               UPDATE hosts h SET last_seen_at = now() FROM input i
+               WHERE h.token_hash = i.token_hash
+                 AND h.last_seen_at < now() - make_interval(secs => $15)
+           ), target AS (
+               SELECT i.*, h.id AS host_id, t.id AS found, t.bisect_id, t.sha AS task_sha,
+                      t.pair_sha, t.runs, t.state, t.host_id AS holder,
+                      coalesce(b.metric, w.metrics -> 0 ->> 'name') AS metric
+               FROM input i
+               LEFT JOIN hosts h ON h.token_hash = i.token_hash
+               LEFT JOIN tasks t ON t.id = i.task_id
+               LEFT JOIN bisects b ON b.id = t.bisect_id
+               LEFT JOIN watches w ON w.id = t.watch_id
+           ), valid AS (
+               SELECT g.*,
+                      CASE WHEN g.sha IS NULL THEN
+                               CASE WHEN g.pair_sha IS NULL THEN g.task_sha END
+                           WHEN g.sha = g.task_sha OR g.sha = g.pair_sha THEN g.sha END
+                          AS run_sha
+               FROM target g
+               WHERE g.writable AND g.holder = g.host_id AND g.state = 'running'
+                 AND g.iteration >= 0
+                 AND g.iteration < g.runs * CASE WHEN g.pair_sha IS NULL THEN 1 ELSE 2 END
+                 AND (NOT g.completed OR g.metrics ? g.metric)
+           ), held AS (
+               SELECT t.id FROM tasks t
+               WHERE (t.id, t.host_id) IN (SELECT task_id, host_id FROM valid
+                                           WHERE run_sha IS NOT NULL)
+                 AND t.state = 'running'
+               ORDER BY t.id
                FOR UPDATE
            ), stored AS (
                INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed,
                                  metrics, log, started_at, finished_at, environment)
-               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM held
+               SELECT v.task_id, v.bisect_id, v.run_sha, v.host_id, v.iteration, v.completed,
+                      v.metrics, v.log, v.started_at, v.finished_at, v.environment
+               FROM valid v JOIN held ON held.id = v.task_id
+               WHERE v.run_sha IS NOT NULL
                ON CONFLICT (task_id, iteration) DO NOTHING
-               RETURNING bisect_id
+               RETURNING task_id, iteration, bisect_id
            ), renewed AS (
                UPDATE tasks t SET lease_expires_at = now() + make_interval(secs => $12)
                FROM held WHERE t.id = held.id RETURNING t.id
            ), woken AS (
                INSERT INTO scheduler_wakeups (bisect_id, reason)
-               SELECT bisect_id, $13 FROM stored WHERE bisect_id IS NOT NULL
+               SELECT DISTINCT bisect_id, $13 FROM stored WHERE bisect_id IS NOT NULL
                RETURNING bisect_id
            )
-           SELECT EXISTS (SELECT 1 FROM stored) AS "stored!",
-                  EXISTS (SELECT 1 FROM renewed) AS "renewed!",
+           SELECT g.host_id AS "host_id?", g.found AS "found?", g.bisect_id AS "bisect_id?",
+                  g.task_sha AS "task_sha?", g.pair_sha AS "pair_sha?", g.runs AS "runs?",
+                  g.state AS "task_state?: TaskState", g.holder AS "holder?",
+                  g.metric AS "metric?",
+                  EXISTS (SELECT 1 FROM stored s
+                          WHERE s.task_id = g.task_id AND s.iteration = g.iteration) AS "stored!",
+                  coalesce(g.holder = g.host_id AND EXISTS (SELECT 1 FROM renewed r
+                                                             WHERE r.id = g.task_id),
+                           false) AS "renewed!",
                   (SELECT count(pg_notify($14, bisect_id::text)) FROM woken
                    WHERE NOT EXISTS (SELECT 1 FROM scheduler_wakeups p
-                                     WHERE p.bisect_id = woken.bisect_id)) AS "woken!""#,
-        run.task,
-        run.bisect,
-        run.sha,
-        run.host,
-        run.iteration,
-        run.completed,
-        run.metrics,
-        run.log,
-        run.started_at,
-        run.finished_at,
-        run.environment,
+                                     WHERE p.bisect_id = woken.bisect_id)) AS "woken!"
+           FROM target g ORDER BY g.n"#,
+        &tokens,
+        &tasks,
+        &shas as &[Option<String>],
+        &iterations,
+        &completed,
+        &metrics,
+        &logs,
+        &started,
+        &finished,
+        &environments,
+        &writable,
         lease_secs,
         super::wakeups::Reason::RunStored.as_str(),
         super::wakeups::CHANNEL,
+        seen_every_secs,
     )
-    .fetch_one(db)
+    .fetch_all(db)
     .await?;
-    Ok(Uploaded {
-        stored: row.stored,
-        renewed: row.renewed,
-    })
+    Ok(rows
+        .into_iter()
+        .map(|r| Uploaded {
+            host: r.host_id,
+            target: match (r.found, r.task_sha, r.runs, r.task_state, r.metric) {
+                (Some(_), Some(task_sha), Some(runs), Some(task_state), Some(metric)) => {
+                    Some(super::tasks::UploadTarget {
+                        bisect_id: r.bisect_id,
+                        task_sha,
+                        pair_sha: r.pair_sha,
+                        runs,
+                        task_state,
+                        holder: r.holder,
+                        metric,
+                    })
+                }
+                _ => None,
+            },
+            stored: r.stored,
+            renewed: r.renewed,
+        })
+        .collect())
 }
 
 /// One run of a bisect as its evidence needs it.

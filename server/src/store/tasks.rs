@@ -168,7 +168,8 @@ pub async fn detail(db: &PgPool, id: i64) -> sqlx::Result<Option<TaskDetail>> {
     }))
 }
 
-/// What an upload is checked against: the task, its holder and its owner's metric.
+/// What an upload is checked against: the task, its holder and its owner's metric
+/// (`store::runs::upload_batch` reads it).
 #[derive(Debug)]
 pub struct UploadTarget {
     pub bisect_id: Option<i64>,
@@ -178,21 +179,6 @@ pub struct UploadTarget {
     pub task_state: TaskState,
     pub holder: Option<i64>,
     pub metric: String,
-}
-
-pub async fn upload_target(db: &PgPool, task: i64) -> sqlx::Result<Option<UploadTarget>> {
-    sqlx::query_as!(
-        UploadTarget,
-        r#"SELECT t.bisect_id, t.sha AS task_sha, t.pair_sha, t.runs,
-                  t.state AS "task_state: TaskState", t.host_id AS holder,
-                  coalesce(b.metric, w.metrics -> 0 ->> 'name') AS "metric!"
-           FROM tasks t
-           LEFT JOIN bisects b ON b.id = t.bisect_id LEFT JOIN watches w ON w.id = t.watch_id
-           WHERE t.id = $1"#,
-        task,
-    )
-    .fetch_optional(db)
-    .await
 }
 
 /// A queued or running task, as the queue page lists it.
