@@ -58,7 +58,7 @@ pub fn remaining(assessments: &[Assessment], confidence: f64) -> usize {
     let candidates = assessments
         .iter()
         .filter(|a| matches!(a.point, Point::Candidate(_)));
-    let mut ps: Vec<f64> = candidates
+    let ps: Vec<f64> = candidates
         .clone()
         .filter_map(|a| a.culprit_probability)
         .collect();
@@ -67,15 +67,7 @@ pub fn remaining(assessments: &[Assessment], confidence: f64) -> usize {
             .filter(|a| a.verdict == perfbisect_engine::Verdict::Unknown)
             .count();
     }
-    ps.sort_by(|a, b| b.total_cmp(a));
-    let mut mass = 0.0;
-    for (i, p) in ps.iter().enumerate() {
-        mass += p;
-        if mass >= confidence {
-            return i + 1;
-        }
-    }
-    ps.len()
+    crate::progress::largest_holding(&ps, confidence)
 }
 
 /// Writes the round: changed rows, the measured points' JSON, the credible-set size.
@@ -89,6 +81,7 @@ pub async fn store_round(
     confidence: f64,
 ) -> sqlx::Result<()> {
     let graph = &loaded.graph;
+    let started = std::time::Instant::now();
     let taken = loaded.assessed.lock().expect("assessed copy").take();
     let mut copy = match taken {
         Some(c) if c.round == stored_round => c,
@@ -113,7 +106,7 @@ pub async fn store_round(
         .filter(|&&(i, _, p)| moved(copy.values[i as usize].1, p))
         .copied()
         .collect();
-    tracing::debug!(bisect, rows = rows.len(), flipped, "assessments changed");
+    let compared = started.elapsed();
     // The copy stays what is stored: the verdict always, the probability where a row is
     // written (one that moved less than `P_STEP` keeps its stored value).
     for &(i, v, _) in &changed {
@@ -128,14 +121,29 @@ pub async fn store_round(
             .map(|&(v, _)| assessments::verdict_byte(v))
             .collect()
     });
+    // The points with evidence, marked by index: four map lookups for each of 100,000
+    // candidates were a measurable part of a large range's round.
+    let mut has_evidence = vec![false; graph.len()];
+    let points = (evidence.samples.keys())
+        .chain(evidence.failed.keys())
+        .chain(evidence.pending.keys());
+    for p in points {
+        if let Point::Candidate(i) = *p
+            && let Some(mark) = has_evidence.get_mut(i)
+        {
+            *mark = true;
+        }
+    }
+    for &i in &evidence.untestable {
+        if let Some(mark) = has_evidence.get_mut(i) {
+            *mark = true;
+        }
+    }
     let measured: Vec<serde_json::Value> = assessments
         .iter()
-        .filter(|a| {
-            a.point == Point::Good
-                || evidence.samples.contains_key(&a.point)
-                || evidence.failed.contains_key(&a.point)
-                || evidence.pending.contains_key(&a.point)
-                || matches!(a.point, Point::Candidate(i) if evidence.untestable.contains(&i))
+        .filter(|a| match a.point {
+            Point::Good => true,
+            Point::Candidate(i) => has_evidence.get(i).copied().unwrap_or(false),
         })
         .map(|a| {
             let sha = match a.point {
@@ -153,6 +161,7 @@ pub async fn store_round(
         })
         .collect();
     let belief = crate::progress::Belief::of(&probabilities);
+    let summarised = started.elapsed();
     let round = assessments::write(
         tx,
         bisect,
@@ -165,6 +174,15 @@ pub async fn store_round(
         },
     )
     .await?;
+    tracing::debug!(
+        bisect,
+        rows = rows.len(),
+        flipped,
+        compared_ms = compared.as_secs_f64() * 1e3,
+        summarised_ms = (summarised - compared).as_secs_f64() * 1e3,
+        written_ms = (started.elapsed() - summarised).as_secs_f64() * 1e3,
+        "assessments stored"
+    );
     copy.round = round;
     *loaded.assessed.lock().expect("assessed copy") = Some(copy);
     Ok(())

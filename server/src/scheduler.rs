@@ -182,6 +182,7 @@ async fn advance_once(
     wait: bool,
     last: bool,
 ) -> anyhow::Result<Option<bool>> {
+    let mut stages = Stages::new();
     let mut tx = state.db.begin().await?;
     if wait {
         wakeups::lock_bisect(&mut tx, bisect).await?;
@@ -229,6 +230,7 @@ async fn advance_once(
         return Ok(Some(true));
     }
 
+    stages.mark("begin");
     // This bisect's share of its group's live hosts (`allocator`), less what it has out.
     // Work queued when its share was larger (before other bisects joined the group) and not
     // started yet is handed back first, so no bisect keeps more than its share queued; the
@@ -246,8 +248,10 @@ async fn advance_once(
         outstanding -= handed as i64;
     }
     let idle = share as i64 - outstanding;
+    stages.mark("share");
     let loaded = state.graphs.get(&mut *tx, bisect).await?;
     let (graph, points) = (&loaded.graph, &loaded.points);
+    stages.mark("graph");
     let (mut evidence, evidence_runs) = load_evidence(&mut tx, bisect, &row.metric, points).await?;
     evidence.costs = crate::findings::measured_costs(&mut tx, row.job_spec_id).await?;
     evidence.built = crate::findings::built_points(&mut tx, bisect, points).await?;
@@ -282,6 +286,7 @@ async fn advance_once(
         first_parent: row.first_parent,
         ..Settings::default()
     };
+    stages.mark("evidence");
     let used = evidence.runs_spent() + evidence.runs_pending();
     let mut decided;
     (evidence, decided) = decide_apart(&loaded, evidence, settings.clone()).await?;
@@ -297,6 +302,7 @@ async fn advance_once(
             (evidence, decided) = decide_apart(&loaded, evidence, settings.clone()).await?;
         }
     }
+    stages.mark("decide");
     let prediction;
     let (decision, assessments) = match decided {
         Ok(e) => {
@@ -328,6 +334,7 @@ async fn advance_once(
             return Ok(Some(true));
         }
     };
+    stages.mark("findings");
     crate::assessing::store_round(
         &mut tx,
         bisect,
@@ -338,6 +345,7 @@ async fn advance_once(
         row.confidence,
     )
     .await?;
+    stages.mark("assessments");
     let over = matches!(decision, Decision::Done(_));
     match decision {
         Decision::Measure {
@@ -491,8 +499,12 @@ async fn advance_once(
         tx.rollback().await?;
         return Ok(None);
     }
+    stages.mark("queue");
     crate::change::refresh(&mut tx, bisect, &state.mail.report.kpi_table()).await?;
+    stages.mark("change");
     tx.commit().await?;
+    stages.mark("commit");
+    tracing::debug!(bisect, stages = %stages, "advance stages");
     if over {
         state.graphs.forget(bisect);
     }
@@ -500,6 +512,39 @@ async fn advance_once(
 }
 
 /// The phase a task is queued in for the engine's phase.
+/// Where an advance's time went, stage by stage (logged at debug level): the scheduling
+/// round of a large range is a target of its own (`perfbisect loadtest`).
+struct Stages {
+    last: std::time::Instant,
+    took: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Stages {
+    fn new() -> Self {
+        Stages {
+            last: std::time::Instant::now(),
+            took: Vec::new(),
+        }
+    }
+
+    /// The stage `name` ended now.
+    fn mark(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.took.push((name, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Stages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (name, took)) in self.took.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{name}={:.1}ms", took.as_secs_f64() * 1000.0)?;
+        }
+        Ok(())
+    }
+}
+
 fn task_phase(phase: Phase) -> perfbisect_wire::states::Phase {
     use perfbisect_wire::states::Phase as Task;
     match phase {
