@@ -873,6 +873,19 @@ async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<(
                 h.count
             );
         }
+        // The writes of a task's end, once the start's burst is over (in the server).
+        let after = |name: &str| -> anyhow::Result<Hist> {
+            Ok(Hist::parse(&text, name)?.since(&Hist::parse(early, name)?))
+        };
+        let (uploads, completes) = (after("upload_seconds")?, after("complete_seconds")?);
+        println!(
+            "  in the server after the first {} s: upload {} over {} uploads; complete {} over {} completes",
+            START_UP.as_secs(),
+            uploads.describe(),
+            uploads.count,
+            completes.describe(),
+            completes.count
+        );
     }
     let mut expired = 0;
     for b in &done {

@@ -215,7 +215,7 @@ async fn upload_run(
         .find(|(_, v)| !v.is_finite())
         .map(|(name, _)| name.clone());
     // One statement, shared with the uploads that arrive beside this one, checks the token
-    // and the task and stores the run if both allow it (`uploads`); what was wrong, if
+    // and the task and stores the run if both allow it (`worker_writes`); what was wrong, if
     // anything, is said below from what it read.
     let uploaded = crate::worker_writes::upload(
         &state,
