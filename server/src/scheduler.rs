@@ -25,10 +25,22 @@ async fn load_evidence(
     metric: &str,
     points: &HashMap<String, Point>,
 ) -> anyhow::Result<(Evidence, usize)> {
-    let mut evidence = Evidence::default();
     // (task, sha, completed, value, start, host) in upload order within each task.
     let runs = store::runs::samples(&mut *tx, bisect, metric).await?;
     let read = runs.len();
+    let tasks = store::tasks::for_evidence(&mut *tx, bisect).await?;
+    Ok((fold_evidence(runs, tasks, points), read))
+}
+
+/// The engine's evidence from the bisect's runs (in upload order within each task) and its
+/// tasks (oldest first). Pure, so what each stored field means to the engine is tested
+/// without a database.
+fn fold_evidence(
+    runs: Vec<store::runs::Sample>,
+    tasks: Vec<store::tasks::ForEvidence>,
+    points: &HashMap<String, Point>,
+) -> Evidence {
+    let mut evidence = Evidence::default();
     let mut per_task: HashMap<i64, Vec<(Point, Option<f64>)>> = HashMap::new();
     for store::runs::Sample {
         task_id: task,
@@ -37,6 +49,7 @@ async fn load_evidence(
         value,
         at,
         host_id: host,
+        since_deploy,
     } in runs
     {
         let Some(point) = points.get(&sha).copied() else {
@@ -44,10 +57,13 @@ async fn load_evidence(
         };
         let sample = value.filter(|v| completed && v.is_finite());
         let in_task = per_task.entry(task).or_default();
-        // The run's place among the task's runs of this commit (`PERFBISECT_RUN`), failed
-        // runs included (they warmed the host all the same): the first runs after a
-        // deployment are often off.
-        let seq = in_task.iter().filter(|(p, _)| *p == point).count() as u32;
+        // How soon after its deployment the run came: the first runs after a kernel boots
+        // or a binary is installed are often off. The runner says so where it deploys (a
+        // VM a run, a boot per commit of a couple); otherwise it is the run's place among
+        // the task's runs of this commit (`PERFBISECT_RUN`), failed runs included (they
+        // warmed the host all the same).
+        let in_task_seq = in_task.iter().filter(|(p, _)| *p == point).count() as u32;
+        let seq = since_deploy.map_or(in_task_seq, |s| s.clamp(0, u32::MAX as i64) as u32);
         in_task.push((point, sample));
         match sample {
             Some(v) => {
@@ -60,7 +76,6 @@ async fn load_evidence(
             None => *evidence.failed.entry(point).or_default() += 1,
         }
     }
-    let tasks = store::tasks::for_evidence(&mut *tx, bisect).await?;
     for store::tasks::ForEvidence {
         id: task,
         sha,
@@ -123,7 +138,7 @@ async fn load_evidence(
             _ => {}
         }
     }
-    Ok((evidence, read))
+    evidence
 }
 
 /// Moves one bisect forward as far as the stored evidence allows, waiting for an advance of
@@ -591,4 +606,72 @@ pub async fn finish(
     crate::notify::outbox::enqueue(&mut *tx, bisect, status.as_str()).await?;
     tracing::info!(bisect, %status, reason, "bisect finished");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::runs::Sample;
+    use store::tasks::ForEvidence;
+
+    fn run(task: i64, sha: &str, value: f64, since_deploy: Option<i64>) -> Sample {
+        Sample {
+            task_id: task,
+            sha: sha.into(),
+            completed: true,
+            value: Some(value),
+            at: 0.0,
+            host_id: 1,
+            since_deploy,
+        }
+    }
+
+    fn done(id: i64, sha: &str, pair: Option<&str>, runs: i32) -> ForEvidence {
+        ForEvidence {
+            id,
+            sha: sha.into(),
+            pair_sha: pair.map(str::to_string),
+            state: TaskState::Done,
+            runs,
+            failed_sha: None,
+        }
+    }
+
+    fn seqs(evidence: &Evidence, point: Point) -> Vec<u32> {
+        evidence.taken[&point].iter().map(|t| t.seq).collect()
+    }
+
+    #[test]
+    fn a_run_s_distance_from_its_deployment_is_the_runner_s_where_it_says_so() {
+        let points = HashMap::from([
+            ("g".to_string(), Point::Good),
+            ("b".into(), Point::Candidate(9)),
+        ]);
+        // A local runner (nothing deployed): the runs' places in their task, per commit.
+        let local = vec![
+            run(1, "g", 10.0, None),
+            run(1, "g", 10.1, None),
+            run(1, "g", 10.2, None),
+            run(2, "g", 10.3, None),
+        ];
+        let e = fold_evidence(
+            local,
+            vec![done(1, "g", None, 3), done(2, "g", None, 1)],
+            &points,
+        );
+        assert_eq!(seqs(&e, Point::Good), [0, 1, 2, 0]);
+        // A couple on a host that boots each commit before each of its runs: every run is the
+        // first after a deployment, whatever its place in the task.
+        let rebooted: Vec<Sample> = (0..6)
+            .map(|i| run(3, if i % 2 == 0 { "g" } else { "b" }, 10.0, Some(0)))
+            .collect();
+        let e = fold_evidence(rebooted, vec![done(3, "g", Some("b"), 3)], &points);
+        assert_eq!(seqs(&e, Point::Good), [0, 0, 0]);
+        assert_eq!(seqs(&e, Point::Candidate(9)), [0, 0, 0]);
+        assert_eq!(e.pairs[&(Point::Good, Point::Candidate(9))].len(), 3);
+        // A host that already ran the commit before this task: its runs go on counting.
+        let warm = vec![run(4, "b", 11.0, Some(5)), run(4, "b", 11.0, Some(6))];
+        let e = fold_evidence(warm, vec![done(4, "b", None, 2)], &points);
+        assert_eq!(seqs(&e, Point::Candidate(9)), [5, 6]);
+    }
 }

@@ -304,6 +304,48 @@ async fn a_claimed_task(f: &Fixture) -> (i64, i64, String, String) {
     (task["task_id"].as_i64().unwrap(), runs, h1, h2)
 }
 
+/// How soon after its deployment a run came is the runner's to say (a VM a run, a boot per
+/// side of a couple): what the worker uploads in `environment.runs_since_deploy` is what the
+/// scheduler's evidence reads back; a run without it reads as unknown.
+#[tokio::test]
+async fn a_run_s_distance_from_its_deployment_is_read_back_for_the_engine() {
+    let f = with_repo().await;
+    let (tid, _, h1, _) = a_claimed_task(&f).await;
+    let bisect: i64 = sqlx::query_scalar("SELECT bisect_id FROM tasks WHERE id = $1")
+        .bind(tid)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    let now = chrono::Utc::now().to_rfc3339();
+    let upload = |iteration: i32, environment: Value| {
+        let body = json!({"iteration": iteration, "completed": true, "metrics": {"t.x": 2.0},
+                          "started_at": now, "finished_at": now, "environment": environment});
+        let (f, h1) = (&f, &h1);
+        async move {
+            let path = format!("/api/v1/worker/tasks/{tid}/runs");
+            call(f, "POST", &path, Some(h1), Some(body)).await
+        }
+    };
+    for (iteration, environment) in [
+        (0, json!({"host": "vm", "runs_since_deploy": 0})),
+        (1, json!({"host": "metal", "runs_since_deploy": 7})),
+        (2, json!({"host": "local"})),
+    ] {
+        let (s, v) = upload(iteration, environment).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    // Not a count: refused with the field named, nothing stored.
+    let (s, v) = upload(3, json!({"runs_since_deploy": -1})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v.to_string().contains("runs_since_deploy"), "{v}");
+    let mut conn = f.state.db.acquire().await.unwrap();
+    let samples = perfbisect_server::store::runs::samples(&mut conn, bisect, "t.x")
+        .await
+        .unwrap();
+    let read: Vec<Option<i64>> = samples.iter().map(|s| s.since_deploy).collect();
+    assert_eq!(read, [Some(0), Some(7), None]);
+}
+
 /// The uploads one statement stores together (`store::runs::upload_batch`) are each judged on
 /// their own: in one batch, a valid run is stored, and a run out of the task's range, one by a
 /// host that does not hold the task, one with an unknown token, one to a task that does not

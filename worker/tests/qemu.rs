@@ -78,6 +78,8 @@ async fn boots_the_kernel_runs_the_job_and_reads_results_and_environment() {
         "{cmdline}"
     );
     assert_eq!(env.boot_method.as_deref(), Some("qemu"));
+    // A VM a run: every run is the first after its deployment.
+    assert_eq!(env.runs_since_deploy, Some(0));
     // The build's identity: the version string in the image's header is what the guest runs.
     assert_eq!(
         env.kernel_version,

@@ -146,9 +146,17 @@ async fn boots_once_through_the_hook_checks_the_kernel_and_runs_on_the_host() {
         second.environment.boot_method.as_deref(),
         Some("none (already running)")
     );
-    // Another commit boots again.
-    run(&mut host, JOB, &a, "c2", &scratch).await.unwrap();
+    // The runner knows how soon after the boot each run came.
+    assert_eq!(first.environment.runs_since_deploy, Some(0));
+    assert_eq!(second.environment.runs_since_deploy, Some(1));
+    // Another commit boots again, and so does the first one after it (a couple's runs on a
+    // host that boots each side are each the first after a deployment).
+    let third = run(&mut host, JOB, &a, "c2", &scratch).await.unwrap();
     assert_eq!(sshd.hook_calls(), 2);
+    assert_eq!(third.environment.runs_since_deploy, Some(0));
+    let fourth = run(&mut host, JOB, &a, "c1", &scratch).await.unwrap();
+    assert_eq!(sshd.hook_calls(), 3);
+    assert_eq!(fourth.environment.runs_since_deploy, Some(0));
 }
 
 #[tokio::test]

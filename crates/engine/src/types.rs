@@ -245,10 +245,12 @@ pub struct Evidence {
 pub struct Taken {
     pub at: f64,
     pub host: i64,
-    /// The run's place among its task's runs of this commit (0: the first; the worker's
-    /// `PERFBISECT_RUN`, also in a paired task, whose runs alternate two commits). After a
-    /// deployment (a kernel booted, a binary installed) the first runs are often off: cold
-    /// caches, a CPU not yet at its steady clock. 0 for every sample when unknown.
+    /// How many runs of this commit the host made since the commit was deployed on it (0:
+    /// the first). The runner's `runs_since_deploy` where it deploys (a VM a run: always 0;
+    /// a boot per side of a couple: always 0); otherwise the run's place among its task's
+    /// runs of this commit (the worker's `PERFBISECT_RUN`). After a deployment (a kernel
+    /// booted, a binary installed) the first runs are often off: cold caches, a CPU not yet
+    /// at its steady clock. 0 for every sample when unknown.
     pub seq: u32,
 }
 

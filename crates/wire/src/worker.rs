@@ -127,6 +127,15 @@ pub struct RunEnvironment {
     /// under qemu, the bare-metal host's over ssh. The report's "test machine".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<MachineInfo>,
+    /// The runs this machine made of this commit since the commit was deployed on it, before
+    /// this one (0: the first run after its kernel booted or its VM started). The first runs
+    /// after a deployment are often off (cold caches, a CPU not yet at its steady clock), and
+    /// only the runner knows when it deployed: a qemu runner starts a VM for every run (always
+    /// 0), an ssh runner counts from the boot, which in a paired task is every run. Absent
+    /// where nothing is deployed (local runs): the server then counts the task's earlier
+    /// runs of the commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_since_deploy: Option<u32>,
 }
 
 /// One build of one commit for a task, with its log (`POST /api/v1/worker/tasks/{id}/builds`).

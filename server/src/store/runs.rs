@@ -190,6 +190,8 @@ pub struct Sample {
     /// When it started, in seconds since the epoch.
     pub at: f64,
     pub host_id: i64,
+    /// The worker's `runs_since_deploy` (absent from runners that deploy nothing).
+    pub since_deploy: Option<i64>,
 }
 
 /// Every run of `bisect` with its value of `metric`, in upload order within each task.
@@ -201,7 +203,8 @@ pub async fn samples(
     sqlx::query_as!(
         Sample,
         r#"SELECT task_id, sha, completed, (metrics ->> $2)::float8 AS value,
-                  EXTRACT(EPOCH FROM started_at)::float8 AS "at!", host_id FROM runs
+                  EXTRACT(EPOCH FROM started_at)::float8 AS "at!", host_id,
+                  (environment ->> 'runs_since_deploy')::int8 AS since_deploy FROM runs
            WHERE bisect_id = $1 ORDER BY task_id, iteration"#,
         bisect,
         metric,

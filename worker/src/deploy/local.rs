@@ -77,5 +77,7 @@ pub fn this_machine(host: &str) -> RunEnvironment {
             .ok()
             .map(|u| u.version().to_string_lossy().into_owned()),
         machine: Some(crate::machine::describe()),
+        // Nothing is deployed: the server counts the task's runs of the commit instead.
+        runs_since_deploy: None,
     }
 }

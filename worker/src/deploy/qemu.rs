@@ -152,6 +152,8 @@ pub async fn run(
     let mut environment = report.environment.clone();
     environment.boot_method = Some("qemu".into());
     environment.host.get_or_insert_with(guest_name);
+    // Every run boots a VM of its own: each is the first run after a deployment.
+    environment.runs_since_deploy = Some(0);
 
     let end = match ending {
         Ending::Cancelled => RunEnd::Cancelled,

@@ -71,6 +71,8 @@ pub struct SshHost {
     booted_sha: Option<String>,
     /// `uname -r` of the verified boot of `booted_sha`.
     booted_release: Option<String>,
+    /// Runs since the boot of `booted_sha` (the runs' `runs_since_deploy`).
+    runs_since_boot: u32,
     power: Option<Box<dyn PowerDriver>>,
     /// The last power action and when, for the host's state.
     pub last_power_action: Option<String>,
@@ -88,6 +90,7 @@ impl SshHost {
             target,
             booted_sha: None,
             booted_release: None,
+            runs_since_boot: 0,
             power,
             last_power_action: None,
         })
@@ -387,6 +390,7 @@ impl SshHost {
         }
         self.booted_sha = Some(req.sha.to_string());
         self.booted_release = running.kernel_release;
+        self.runs_since_boot = 0;
         Ok(None)
     }
 
@@ -595,6 +599,8 @@ impl SshHost {
         let mut environment = report.environment.clone();
         environment.boot_method = Some(method);
         environment.host.get_or_insert_with(|| self.target.clone());
+        environment.runs_since_deploy = Some(self.runs_since_boot);
+        self.runs_since_boot += 1;
         let end = match out.ending {
             Ending::Cancelled => RunEnd::Cancelled,
             Ending::TimedOut => RunEnd::Ran {
