@@ -48,22 +48,22 @@ impl Process {
         }
     }
 
-    /// SIGTERM, then waits up to `grace` before SIGKILL.
-    pub fn stop(&mut self, grace: Duration) {
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
+    /// SIGTERM, then waits up to `grace` before SIGKILL. How the process ended when it
+    /// stopped by itself; `None` when it had to be killed (or was not running).
+    pub fn stop(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
         let pid = nix::unistd::Pid::from_raw(c.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
+            if let Ok(Some(status)) = c.try_wait() {
+                return Some(status);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = c.kill();
         let _ = c.wait();
+        None
     }
 
     /// How the process ended, once it has (`None` while it runs).

@@ -113,3 +113,63 @@ async fn a_server_killed_mid_bisect_resumes_from_postgres() {
         "no work happened after the restart"
     );
 }
+
+/// A stopping server answers the long polls under way at once (no task): its stop does not
+/// wait out every worker's poll (up to a minute), and the workers look elsewhere sooner.
+#[tokio::test]
+async fn a_stopping_server_answers_its_long_polls_at_once() {
+    let lab = Lab::new().await;
+    let mut server = lab.server(30).await;
+    let base = lab.api.base().to_string();
+    let client = reqwest::Client::new();
+    let reg: serde_json::Value = client
+        .post(format!("{base}/api/v1/worker/register"))
+        .bearer_auth(common::ENROLL_TOKEN)
+        .json(&serde_json::json!({"name": "poller", "host_group": "g"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = reg["token"].as_str().unwrap().to_string();
+    let poll = tokio::spawn({
+        let (client, url) = (client.clone(), format!("{base}/api/v1/worker/claim"));
+        async move {
+            let r = client
+                .post(url)
+                .bearer_auth(token)
+                .json(&serde_json::json!({"wait_secs": 60}))
+                .send()
+                .await?;
+            Ok::<_, reqwest::Error>(r.status().as_u16())
+        }
+    });
+    // The poll waits once its first look is counted (the queue is empty).
+    loop {
+        let text = reqwest::get(format!("{base}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let looks = text
+            .lines()
+            .find_map(|l| l.strip_prefix("perfbisect_claim_seconds_count "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if looks >= 1.0 || poll.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!poll.is_finished(), "the poll ended before the stop");
+    let stopped = tokio::task::spawn_blocking(move || server.stop(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert!(
+        stopped.is_some_and(|s| s.success()),
+        "the server did not stop by itself while a poll waited: {stopped:?}"
+    );
+    assert_eq!(poll.await.unwrap().unwrap(), 204, "the poll's answer");
+}

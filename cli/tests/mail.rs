@@ -349,14 +349,22 @@ async fn temporary_smtp_failures_are_retried_with_backoff() {
         ("PERFBISECT_SMTP_URL", sink.url()),
         ("PERFBISECT_MAIL_RETRY_SECS", "1".to_string()),
     ];
-    let _server = server_with_mail(&lab, 30, &env).await;
-    let _w = lab.worker("w1");
+    let mut server = server_with_mail(&lab, 30, &env).await;
+    let mut worker = lab.worker("w1");
     let ex = lab.example(33);
     let id = submit(&lab, &ex, &broken_job()).await.id;
     let row = until_mail_state(&lab, id, "sent", Duration::from_secs(300)).await;
     assert_eq!(row["attempts"], 3, "two 451s, then accepted: {row:#}");
     assert_eq!(row["last_error"], serde_json::Value::Null);
     assert_eq!(sink.messages().len(), 1);
+    // With a mail sender running, SIGTERM still stops the server by itself: its sender
+    // once spun on the closed pool and the process had to be killed.
+    worker.stop(Duration::from_secs(20));
+    let stopped = server.stop(Duration::from_secs(20));
+    assert!(
+        stopped.is_some_and(|s| s.success()),
+        "the server did not stop on SIGTERM: {stopped:?}"
+    );
 }
 
 #[tokio::test]

@@ -143,9 +143,13 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
     listen::serve(
         listener,
         tls,
-        api::router(state),
+        api::router(state.clone()),
         Duration::from_secs(config.header_read_timeout_secs),
-        shutdown_signal(),
+        async move {
+            shutdown_signal().await;
+            // Long polls answer now: the graceful stop then waits for no worker's poll.
+            state.task_queued.stop();
+        },
     )
     .await?;
     db.close().await;

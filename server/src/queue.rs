@@ -27,6 +27,9 @@ pub struct Waiters {
     group_of: Mutex<HashMap<String, String>>,
     /// Looks waiting for a claim statement, and the statements running (`claim`).
     looks: Coalescer<ClaimLook, Look>,
+    /// True once the server is stopping: long polls answer at once (no task), so a stop
+    /// does not wait out every worker's poll and workers turn to another replica sooner.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// Claim statements running at once, per replica, each on a connection of its own
@@ -52,6 +55,7 @@ impl Default for Waiters {
             groups: Mutex::default(),
             group_of: Mutex::default(),
             looks: Coalescer::new(BATCHES_AT_ONCE, BATCH_MAX),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
     }
 }
@@ -61,6 +65,16 @@ impl Default for Waiters {
 const GROUP_HINTS: usize = 100_000;
 
 impl Waiters {
+    /// The server is stopping: every long poll, waiting now or later, ends with no task.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once `stop` was called.
+    async fn stopped(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|&s| s).await;
+    }
     /// The slots a claim statement takes before its connection (`BATCHES_AT_ONCE` of them).
     pub fn batch_slots(&self) -> &Semaphore {
         self.looks.slots()
@@ -244,7 +258,10 @@ pub async fn claim_wait(state: &AppState, token_hash: &str, wait: Duration) -> s
         let host_group = match &look {
             Look::UnknownToken | Look::Claimed { .. } => return Ok(look),
             Look::Barred { .. } => {
-                tokio::time::sleep_until(deadline).await;
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = state.task_queued.stopped() => {}
+                }
                 return Ok(look);
             }
             Look::Empty { host_group, .. } => host_group,
@@ -265,7 +282,10 @@ pub async fn claim_wait(state: &AppState, token_hash: &str, wait: Duration) -> s
         // this look again is only a fallback. It is not short: a thousand idle hosts looking
         // every 2 s cost 500 empty claims a second, which slowed the claims that find work.
         let nap = (deadline - now).min(FALLBACK_LOOK.mul_f64(rand::random_range(0.5..=1.0)));
-        let _ = tokio::time::timeout(nap, notified).await;
+        tokio::select! {
+            _ = tokio::time::timeout(nap, notified) => {}
+            _ = state.task_queued.stopped() => return Ok(look),
+        }
     }
 }
 
