@@ -53,9 +53,15 @@ impl Belief {
         let mut top: Option<(&str, f64)> = None;
         let mut entropy = 0.0;
         let mut values: Vec<f64> = Vec::with_capacity(probabilities.len());
+        // Commits between the same measured points share one probability, and they come in
+        // runs: a logarithm per run of equal values, not per commit.
+        let mut last = (f64::NAN, 0.0);
         for &(sha, p) in probabilities.iter().filter(|(_, p)| usable(*p)) {
             let p = p / total;
-            entropy -= p * p.log2();
+            if p != last.0 {
+                last = (p, p * p.log2());
+            }
+            entropy -= last.1;
             values.push(p);
             if top.is_none_or(|(s, q)| p > q || (p == q && sha < s)) {
                 top = Some((sha, p));
