@@ -75,6 +75,7 @@ impl Waiters {
         let mut rx = self.stopping.subscribe();
         let _ = rx.wait_for(|&s| s).await;
     }
+
     /// The slots a claim statement takes before its connection (`BATCHES_AT_ONCE` of them).
     pub fn batch_slots(&self) -> &Semaphore {
         self.looks.slots()
