@@ -310,17 +310,22 @@ pub async fn run(state: AppState, settings: MailSettings, transport: Smtp) {
         if let Err(e) = drain(&state, &settings, &transport).await {
             tracing::warn!(error = ?e, "sending mail");
         }
-        // The next due retry is at most POLL away from being noticed.
-        // A listener whose connection is lost answers at once with an error (it reconnects
-        // on the next call): wait out the poll then, as without one.
+        // Until the next retry falls due, at most POLL: a retry after 1 s is tried after
+        // 1 s, not at the next poll. A listener whose connection is lost answers at once
+        // with an error (it reconnects on the next call): wait out the nap then, as without
+        // one.
+        let nap = match outbox::next_due_in(&state.db).await {
+            Ok(Some(secs)) => Duration::from_secs_f64(secs.clamp(0.25, POLL.as_secs_f64())),
+            _ => POLL,
+        };
         match listener.as_mut() {
             Some(l) => {
-                if let Ok(Err(e)) = tokio::time::timeout(POLL, l.recv()).await {
+                if let Ok(Err(e)) = tokio::time::timeout(nap, l.recv()).await {
                     tracing::debug!(error = %e, "outbox listener");
-                    tokio::time::sleep(POLL).await;
+                    tokio::time::sleep(nap).await;
                 }
             }
-            None => tokio::time::sleep(POLL).await,
+            None => tokio::time::sleep(nap).await,
         }
     }
 }

@@ -120,6 +120,19 @@ pub async fn give_up_abandoned(db: &PgPool, max_attempts: i32) -> sqlx::Result<u
     Ok(done.rows_affected())
 }
 
+/// Seconds until the next row falls due (a pending row's retry, or a sending row's lease
+/// running out); `None` when no row waits. 0 when one is due already.
+pub async fn next_due_in(db: &PgPool) -> sqlx::Result<Option<f64>> {
+    sqlx::query_scalar!(
+        r#"SELECT greatest(0, EXTRACT(EPOCH FROM min(due) - now()))::float8 AS "secs"
+           FROM (SELECT next_attempt_at AS due FROM outbox WHERE state = 'pending'
+                 UNION ALL
+                 SELECT lease_expires_at FROM outbox WHERE state = 'sending') d"#
+    )
+    .fetch_one(db)
+    .await
+}
+
 /// Takes the oldest due row: pending and due, or being sent by a sender whose lease ran out.
 pub async fn claim(db: &PgPool, lease: Duration) -> sqlx::Result<Option<Claimed>> {
     sqlx::query_as!(
