@@ -1626,8 +1626,9 @@ fn propose(
             blocked[c] = true;
         }
     }
-    // Built points marked by index: two map lookups (`Evidence::is_built`) for each of
-    // 100,000 candidates were a quarter of a large range's decision.
+    // Built points marked by index: two ordered-map lookups (`Evidence::is_built`) for
+    // each of 100,000 candidates were 5.5% of a large range's decision in B-tree search
+    // alone (median 5.6 -> 4.3 ms with the assessments allocated once).
     let mut built = vec![false; n];
     for p in ev.built.iter().chain(ev.samples.keys()) {
         if let Point::Candidate(c) = *p
