@@ -992,7 +992,7 @@ fn assess(graph: &CandidateGraph, ev: &Evidence, b: &Belief, conf: f64) -> Vec<A
         bad_probability: Some(0.0),
     });
     for c in 0..graph.len() {
-        let verdict = if !ev.untestable.is_empty() && ev.untestable.contains(&c) {
+        let verdict = if ev.untestable.contains(&c) {
             Verdict::Skipped
         } else if b.bad[c] >= conf {
             Verdict::Bad
