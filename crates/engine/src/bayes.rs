@@ -640,7 +640,7 @@ pub(crate) fn belief(
         Tail::StudentT(nu) => (Some(nu), None),
         Tail::Wild(eps) => (None, Some(eps)),
     };
-    let stats: Vec<Stats> = zs
+    let mut stats: Vec<Stats> = zs
         .iter()
         .zip(&weights)
         .map(|(v, w)| {
@@ -656,6 +656,34 @@ pub(crate) fn belief(
             st
         })
         .collect();
+    // Runs of one deployment share its boot's part: where the points' deployments show one
+    // (ρ > 0), each deployment's mean weighs 1/(ρ + 1/W) runs (`boots`), and its runs'
+    // scatter around that mean still counts in full (their sum of squares stays).
+    let deployed: Option<Vec<Vec<crate::boots::Deployment>>> =
+        crate::boots::deployments(ev, &points, &zs).map(|ids| {
+            zs.iter()
+                .zip(&weights)
+                .zip(&ids)
+                .map(|((z, l), ids)| crate::boots::group(z, l, ids))
+                .collect()
+        });
+    let boot_ratio = deployed.as_deref().map_or(0.0, crate::boots::ratio);
+    if boot_ratio > 0.0
+        && let Some(deployed) = &deployed
+    {
+        for (st, ds) in stats.iter_mut().zip(deployed) {
+            let (mut w, mut s, mut q) = (0.0, 0.0, 0.0);
+            for d in ds.iter().filter(|d| d.w > 0.0) {
+                let we = 1.0 / (boot_ratio + 1.0 / d.w);
+                w += we;
+                s += we * d.mean;
+                q += we * d.mean * d.mean + d.ss;
+            }
+            st.w = w;
+            st.s = s;
+            st.q = q;
+        }
+    }
     let noise_ratio = good_i
         .zip(bad_i)
         .and_then(|(g, b)| endpoint_noise_ratio(&zs[g], &zs[b]));
@@ -2484,6 +2512,44 @@ mod tests {
             .collect();
         let (_, _, shape) = robust_weights(&clean, Some(0), Some(1));
         assert_eq!(shape, Tail::Gaussian);
+    }
+
+    #[test]
+    fn runs_of_one_boot_weigh_as_one_boot_not_as_many() {
+        // c0 - c1 - c2 (the bad endpoint). Each endpoint booted four times, ten runs a boot:
+        // the boots' levels scatter by ±3 while runs of one boot scatter by about 0.5. c1
+        // booted once and read the bad level. Ten runs of one boot say little more than one
+        // boot does, so "c2 changed it" (c1's boot was merely high) must keep some mass.
+        let graph = CandidateGraph::new(
+            vec!["a".into(), "b".into(), "c".into()],
+            vec![vec![], vec![0], vec![1]],
+        )
+        .expect("graph");
+        let wiggle = [0.5, -0.5, 0.3, -0.3, 0.7, -0.7, 0.1, -0.1, 0.4, -0.4];
+        let mut ev = Evidence::default();
+        let mut add = |p: Point, host: i64, boots: &[f64]| {
+            for &b in boots {
+                for (seq, w) in wiggle.iter().enumerate() {
+                    ev.samples.entry(p).or_default().push(b + w);
+                    ev.taken.entry(p).or_default().push(crate::Taken {
+                        at: 0.0,
+                        host,
+                        seq: seq as u32,
+                    });
+                }
+            }
+        };
+        add(Point::Good, 1, &[97.0, 103.0, 100.0, 100.0]);
+        add(Point::Candidate(2), 2, &[103.0, 109.0, 106.0, 106.0]);
+        add(Point::Candidate(1), 3, &[106.0]);
+        let settings = Settings::default();
+        let allowed = [true; 3];
+        let b = belief(&graph, &ev, &settings, &allowed, 0.2, None);
+        assert!(b.p[2] > 0.01, "c2 kept {:.2e} of the mass", b.p[2]);
+        // Counted as 40, 40 and 10 independent runs, c1's boot settles it.
+        ev.taken.clear();
+        let b = belief(&graph, &ev, &settings, &allowed, 0.2, None);
+        assert!(b.p[2] < 1e-4, "c2 kept {:.2e} of the mass", b.p[2]);
     }
 
     #[test]

@@ -15,12 +15,15 @@
 //!   change", with levels and noise integrated out, proposals at the quantiles of the
 //!   culprit mass, and verification against the parent (see the module's docs).
 //! - `threshold`: engine v1 ([`Strategy::Threshold`]), kept as a baseline.
+//! - `drift` and `boots`: what hosts and deployments add to a run (drift, warm-up, a cold
+//!   start, each host's level; a level per boot), read within re-measured points.
 //! - [`budget`]: how a bisect's budget of runs follows the engine's predictions.
 //! - `stats`: summaries and Welch's test, shared with the reports.
 //! - [`synth`] and [`sim`]: synthetic histories and a simulated lab, for tests, the
 //!   `bisect-sim` binary and benchmarks (the only code that draws random numbers).
 
 mod bayes;
+mod boots;
 pub mod budget;
 mod dag;
 mod decide;

@@ -139,6 +139,12 @@ pub struct Lab {
     /// Lag-one correlation of the noise of consecutive runs (a host whose state, caches or
     /// background load, outlasts one run). 0: independent runs.
     pub ar: f64,
+    /// Standard deviation (relative) of a level drawn at every boot and shared by every run
+    /// of that boot: a kernel whose memory layout or boot-time choices differ from boot to
+    /// boot, so runs of one boot agree more than runs of two. Boots follow the ssh runner:
+    /// a host keeps the commit it booted, and a run of another commit boots that one (so
+    /// each run of a couple boots). With it, a run's `seq` is its place since its boot.
+    pub boot_sd: f64,
 }
 
 impl Default for Lab {
@@ -154,6 +160,7 @@ impl Default for Lab {
             host_sd: 0.0,
             quantum: 0.0,
             ar: 0.0,
+            boot_sd: 0.0,
         }
     }
 }
@@ -312,6 +319,8 @@ pub fn run_trial_budgeted(
     let mut phase_runs = [0u32; 5];
     let mut first_prediction = None;
     let mut ar_state = 0.0f64;
+    // Per host: the point it booted, that boot's level and the runs since (`boot_sd`).
+    let mut booted: Vec<Option<(Point, f64, u32)>> = vec![None; host_level.len()];
     let machine = |runs: u32, built: &BTreeSet<Point>| {
         runs as f64 + built.len() as f64 * world.lab.build_cost
     };
@@ -439,6 +448,20 @@ pub fn run_trial_budgeted(
                                 + world.lab.warmup
                                     * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp()
                                 + world.lab.cold * (-f64::from(iteration)).exp();
+                            let host_i = hosts[slot % hosts.len()];
+                            let (boot, seq) = if world.lab.boot_sd > 0.0 {
+                                let b = match &mut booted[host_i] {
+                                    Some(b) if b.0 == p => b,
+                                    b => {
+                                        let z: f64 = StandardNormal.sample(&mut host_rng);
+                                        b.insert((p, world.lab.boot_sd * z, 0))
+                                    }
+                                };
+                                b.2 += 1;
+                                (b.1, b.2 - 1)
+                            } else {
+                                (0.0, iteration)
+                            };
                             let mut e = world.noise.draw(&mut rng, clock);
                             if world.lab.ar != 0.0 {
                                 let r = world.lab.ar;
@@ -447,7 +470,8 @@ pub fn run_trial_budgeted(
                             }
                             let mut y = level(p)
                                 * (1.0 + host)
-                                * (1.0 + host_level[hosts[slot % hosts.len()]])
+                                * (1.0 + host_level[host_i])
+                                * (1.0 + boot)
                                 * (1.0 + noise_at(p) * e);
                             if world.lab.quantum > 0.0 {
                                 y = (y / world.lab.quantum).round() * world.lab.quantum;
@@ -455,9 +479,9 @@ pub fn run_trial_budgeted(
                             ev.samples.entry(p).or_default().push(y);
                             ev.taken.entry(p).or_default().push(crate::Taken {
                                 at: clock as f64,
-                                seq: iteration,
+                                seq,
                                 // Each request of a round runs on a host of its own.
-                                host: hosts[slot % hosts.len()] as i64,
+                                host: host_i as i64,
                             });
                             couple.push(y);
                         }

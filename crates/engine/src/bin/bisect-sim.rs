@@ -19,7 +19,9 @@
 //! build's cost in runs), hostsd (each host's own level, relative standard deviation;
 //! requests then go to the hosts in a random order each round), budget (product: the product's budget, set from the engine's
 //! predictions under max), quant (the value's resolution, the good level being 100), ar
-//! (lag-one correlation of consecutive runs' noise), gradual (the change split evenly over
+//! (lag-one correlation of consecutive runs' noise), bootsd (a level drawn at every boot and
+//! shared by its runs, relative standard deviation; a host keeps the commit it booted, as the
+//! ssh runner does), gradual (the change split evenly over
 //! that many commits in a row; every one of them is a planted culprit).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
@@ -65,6 +67,7 @@ struct Cell {
     host_sd: f64,
     quantum: f64,
     ar: f64,
+    boot_sd: f64,
     /// The change spread over this many commits (delta / gradual each), in history order.
     gradual: usize,
     /// The product's budget: set from the engine's predictions under `max_runs`.
@@ -98,6 +101,7 @@ impl Default for Cell {
             host_sd: 0.0,
             quantum: 0.0,
             ar: 0.0,
+            boot_sd: 0.0,
             gradual: 1,
             product_budget: false,
         }
@@ -137,6 +141,7 @@ impl Cell {
                 "hostsd" => c.host_sd = num()?,
                 "quant" => c.quantum = num()?,
                 "ar" => c.ar = num()?,
+                "bootsd" => c.boot_sd = num()?,
                 "gradual" => c.gradual = (num()? as usize).max(1),
                 "budget" if v == "product" => c.product_budget = true,
                 "budget" => c.product_budget = false,
@@ -192,6 +197,9 @@ impl Cell {
         }
         if self.ar != 0.0 {
             s += &format!(" ar={}", self.ar);
+        }
+        if self.boot_sd != 0.0 {
+            s += &format!(" bootsd={}%", 100.0 * self.boot_sd);
         }
         if self.gradual > 1 {
             s += &format!(" gradual={}", self.gradual);
@@ -290,6 +298,7 @@ impl Cell {
                 host_sd: self.host_sd,
                 quantum: self.quantum,
                 ar: self.ar,
+                boot_sd: self.boot_sd,
                 ..Lab::default()
             },
         }
@@ -414,6 +423,10 @@ fn situation_cells() -> Vec<String> {
         "quant=2",
         "quant=4",
         "ar=0.5",
+        // A level drawn at every boot, shared by that boot's runs (1.5% and 3% of the level,
+        // at CV 2%): a kernel whose layout differs from boot to boot.
+        "bootsd=0.015",
+        "bootsd=0.03",
         "gradual=3",
         "delta=0.5",
         "",
