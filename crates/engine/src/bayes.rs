@@ -998,7 +998,7 @@ fn short(graph: &CandidateGraph, c: usize) -> String {
 
 fn describe(graph: &CandidateGraph, b: &Belief) -> String {
     let mut s = format!(
-        "P(no change) {:.4}; change {:+.2}% with noise {:.2}% ({}) over {} samples; top:",
+        "P(no change) {:.4}; change {:+.2}% with noise {:.2}% ({}) over {} samples",
         b.no_change,
         100.0 * b.change,
         100.0 * b.noise,
@@ -1009,6 +1009,15 @@ fn describe(graph: &CandidateGraph, b: &Belief) -> String {
         },
         b.samples
     );
+    if b.boot_ratio > 0.0 {
+        // Said where a reader of the status sees why runs of one boot count for less.
+        let _ = write!(
+            s,
+            ", each deployment's own level {:.2}× the run variance",
+            b.boot_ratio
+        );
+    }
+    s.push_str("; top:");
     for (c, p) in smallest_set(&b.ranked, 0.99, 5) {
         let _ = write!(s, " {} {:.4}", short(graph, c), p);
     }
