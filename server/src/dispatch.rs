@@ -16,8 +16,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore};
 use tracing::Instrument;
 
-/// Advances this replica runs at once (each holds a database connection).
-const CONCURRENCY: usize = 4;
+/// Advances this replica runs at once (each holds a database connection): one a core, at
+/// most 4. An advance is mostly CPU (the engine's decision and the statements of a
+/// PostgreSQL on the same machine); more at once than cores only made each slower and left
+/// claims and uploads waiting behind them.
+fn concurrency() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get().clamp(1, 4))
+}
 /// How often the loop looks at the table without a notification.
 const POLL: Duration = Duration::from_secs(1);
 /// The slow fallback: every active bisect gets a wake-up if it has none.
@@ -50,7 +55,7 @@ async fn listen(state: AppState, wake: Arc<Notify>) {
 }
 
 async fn run(state: AppState, wake: Arc<Notify>) {
-    let permits = Arc::new(Semaphore::new(CONCURRENCY));
+    let permits = Arc::new(Semaphore::new(concurrency()));
     let in_flight: Arc<Mutex<HashSet<i64>>> = Arc::default();
     loop {
         let notified = wake.notified();
