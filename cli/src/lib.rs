@@ -6,6 +6,7 @@ pub mod demo;
 pub mod example;
 pub mod findings;
 pub mod loadtest;
+mod loadtest_faults;
 mod loadtest_reads;
 pub mod metrics_check;
 pub mod processes;

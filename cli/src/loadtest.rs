@@ -22,11 +22,11 @@ use crate::processes::{Process, free_port};
 use anyhow::{Context, bail};
 use perfbisect_wire::api::SubmitBisect;
 use perfbisect_wire::worker::TaskAssignment;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,8 +63,12 @@ pub struct LoadtestArgs {
     /// Bisects stored for the reads scenario.
     #[arg(long, default_value_t = 10_000)]
     pub stored: usize,
-    /// Scenarios to run (large, alone, fleet, reads).
-    #[arg(long, value_delimiter = ',', default_value = "large,alone,fleet,reads")]
+    /// Scenarios to run (large, alone, fleet, reads, faults).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "large,alone,fleet,reads,faults"
+    )]
     pub only: Vec<String>,
     /// Where repositories, servers and their databases live (removed first).
     #[arg(long, default_value = ".perfbisect/loadtest")]
@@ -108,11 +112,11 @@ pub(crate) fn ms(d: Option<Duration>) -> String {
 }
 
 /// A generated linear repository: tags `good` and `bad`, candidates in order.
-struct Repo {
-    path: PathBuf,
+pub(crate) struct Repo {
+    pub(crate) path: PathBuf,
     /// sha → position (1-based candidate number; the good commit is 0).
-    index: HashMap<String, usize>,
-    planted: usize,
+    pub(crate) index: HashMap<String, usize>,
+    pub(crate) planted: usize,
 }
 
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -131,7 +135,7 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 }
 
 /// `commits` candidates on top of a good commit, by `git fast-import` (seconds for 100,000).
-fn generate(path: &Path, commits: usize) -> anyhow::Result<Repo> {
+pub(crate) fn generate(path: &Path, commits: usize) -> anyhow::Result<Repo> {
     std::fs::create_dir_all(path)?;
     git(path, &["init", "-q", "--bare", "-b", "main"])?;
     let mut child = Command::new("git")
@@ -198,7 +202,9 @@ fn sample(i: usize, planted: usize) -> f64 {
 
 /// Shared by the fake hosts of one scenario.
 pub(crate) struct Fleet {
-    base: String,
+    /// The replicas' base URLs: each host starts at one (its index's) and turns to the next
+    /// when a request cannot reach it, as a worker given several servers does.
+    bases: Vec<String>,
     http: reqwest::Client,
     run: Duration,
     stop: AtomicBool,
@@ -208,6 +214,10 @@ pub(crate) struct Fleet {
     errors: Mutex<Vec<String>>,
     /// `/metrics` as it was `START_UP` after the hosts began to poll.
     early: Mutex<Option<String>>,
+    /// Every run upload a server acknowledged: (task, iteration).
+    pub(crate) acked: Mutex<HashSet<(i64, u32)>>,
+    /// Requests that found their replica gone and were sent to another.
+    pub(crate) failovers: AtomicUsize,
 }
 
 /// The hosts' start: all of them poll at once, and every task then ends at about the same
@@ -216,8 +226,16 @@ const START_UP: Duration = Duration::from_secs(10);
 
 impl Fleet {
     fn new(base: &str, run: Duration, repos: Vec<Arc<Repo>>) -> Arc<Fleet> {
+        Self::with_bases(vec![base.to_string()], run, repos)
+    }
+
+    pub(crate) fn with_bases(
+        bases: Vec<String>,
+        run: Duration,
+        repos: Vec<Arc<Repo>>,
+    ) -> Arc<Fleet> {
         Arc::new(Fleet {
-            base: base.to_string(),
+            bases,
             // Through the worker's TLS setup: it installs the rustls provider clients need.
             http: perfbisect_worker::tls::client_builder(None)
                 .expect("no CA file to read")
@@ -232,7 +250,32 @@ impl Fleet {
             repos,
             errors: Mutex::default(),
             early: Mutex::default(),
+            acked: Mutex::default(),
+            failovers: AtomicUsize::new(0),
         })
+    }
+
+    /// Sends the request `build` makes for a base URL, from the host's replica `at`; when
+    /// the replica cannot be reached (refused, or the connection dropped mid-request), the
+    /// next replica, a few rounds at most.
+    async fn send(
+        &self,
+        at: &mut usize,
+        build: impl Fn(&str) -> reqwest::RequestBuilder,
+    ) -> reqwest::Result<reqwest::Response> {
+        let tries = 3 * self.bases.len();
+        let mut attempt = 0;
+        loop {
+            match build(&self.bases[*at % self.bases.len()]).send().await {
+                Err(e) if !e.is_timeout() && attempt + 1 < tries => {
+                    attempt += 1;
+                    *at = (*at + 1) % self.bases.len();
+                    self.failovers.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                r => return r,
+            }
+        }
     }
 
     fn error(&self, e: String) {
@@ -252,7 +295,7 @@ impl Fleet {
 async fn register(fleet: &Fleet, name: &str, group: &str) -> anyhow::Result<String> {
     let reply: serde_json::Value = fleet
         .http
-        .post(format!("{}/api/v1/worker/register", fleet.base))
+        .post(format!("{}/api/v1/worker/register", fleet.bases[0]))
         .bearer_auth(ENROLL_TOKEN)
         .json(&serde_json::json!({"name": name, "host_group": group}))
         .send()
@@ -266,15 +309,17 @@ async fn register(fleet: &Fleet, name: &str, group: &str) -> anyhow::Result<Stri
         .to_string())
 }
 
-/// One fake host until the fleet stops.
-async fn host(fleet: Arc<Fleet>, token: String, name: String) {
+/// One fake host until the fleet stops; `at`: the replica it talks to first.
+async fn host(fleet: Arc<Fleet>, token: String, name: String, mut at: usize) {
     while !fleet.stop.load(Ordering::Relaxed) {
         let resp = fleet
-            .http
-            .post(format!("{}/api/v1/worker/claim", fleet.base))
-            .bearer_auth(&token)
-            .json(&serde_json::json!({"wait_secs": CLAIM_WAIT_SECS}))
-            .send()
+            .send(&mut at, |base| {
+                fleet
+                    .http
+                    .post(format!("{base}/api/v1/worker/claim"))
+                    .bearer_auth(&token)
+                    .json(&serde_json::json!({"wait_secs": CLAIM_WAIT_SECS}))
+            })
             .await;
         let resp = match resp {
             Ok(r) => r,
@@ -301,11 +346,11 @@ async fn host(fleet: Arc<Fleet>, token: String, name: String) {
                 continue;
             }
         };
-        work(&fleet, &token, &name, task).await;
+        work(&fleet, &token, &name, task, &mut at).await;
     }
 }
 
-async fn work(fleet: &Fleet, token: &str, name: &str, task: TaskAssignment) {
+async fn work(fleet: &Fleet, token: &str, name: &str, task: TaskAssignment, at: &mut usize) {
     let iterations = if task.pair_sha.is_some() {
         task.runs * 2
     } else {
@@ -333,18 +378,23 @@ async fn work(fleet: &Fleet, token: &str, name: &str, task: TaskAssignment) {
         });
         let started = Instant::now();
         let r = fleet
-            .http
-            .post(format!(
-                "{}/api/v1/worker/tasks/{}/runs",
-                fleet.base, task.task_id
-            ))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
+            .send(at, |base| {
+                fleet
+                    .http
+                    .post(format!("{base}/api/v1/worker/tasks/{}/runs", task.task_id))
+                    .bearer_auth(token)
+                    .json(&body)
+            })
             .await;
         fleet.upload.add(started.elapsed());
         match r {
-            Ok(r) if r.status().is_success() => {}
+            Ok(r) if r.status().is_success() => {
+                fleet
+                    .acked
+                    .lock()
+                    .expect("acked")
+                    .insert((task.task_id, it));
+            }
             // The bisect ended or the task was taken away: stop, as a worker would.
             Ok(r) if r.status() == reqwest::StatusCode::CONFLICT => return,
             Ok(r) => {
@@ -359,14 +409,16 @@ async fn work(fleet: &Fleet, token: &str, name: &str, task: TaskAssignment) {
     }
     let started = Instant::now();
     let r = fleet
-        .http
-        .post(format!(
-            "{}/api/v1/worker/tasks/{}/complete",
-            fleet.base, task.task_id
-        ))
-        .bearer_auth(token)
-        .json(&serde_json::json!({"outcome": "done"}))
-        .send()
+        .send(at, |base| {
+            fleet
+                .http
+                .post(format!(
+                    "{base}/api/v1/worker/tasks/{}/complete",
+                    task.task_id
+                ))
+                .bearer_auth(token)
+                .json(&serde_json::json!({"outcome": "done"}))
+        })
         .await;
     fleet.complete.add(started.elapsed());
     match r {
@@ -515,7 +567,7 @@ async fn histogram(api: &Api, name: &str, q: f64) -> anyhow::Result<(Option<f64>
     Ok((h.quantile(q), h.mean(), h.count))
 }
 
-async fn submit(api: &Api, repo: &str, group: &str) -> anyhow::Result<(i64, Duration)> {
+pub(crate) async fn submit(api: &Api, repo: &str, group: &str) -> anyhow::Result<(i64, Duration)> {
     let started = Instant::now();
     let b = api
         .submit(&SubmitBisect {
@@ -537,7 +589,7 @@ async fn submit(api: &Api, repo: &str, group: &str) -> anyhow::Result<(i64, Dura
 }
 
 /// Registers `n` hosts of `group`: (token, name) of each.
-async fn register_hosts(
+pub(crate) async fn register_hosts(
     fleet: &Arc<Fleet>,
     n: usize,
     group: &str,
@@ -551,13 +603,14 @@ async fn register_hosts(
 }
 
 /// Starts registered hosts polling.
-fn spawn_hosts(
+pub(crate) fn spawn_hosts(
     fleet: &Arc<Fleet>,
     hosts: Vec<(String, String)>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     hosts
         .into_iter()
-        .map(|(token, name)| tokio::spawn(host(fleet.clone(), token, name)))
+        .enumerate()
+        .map(|(i, (token, name))| tokio::spawn(host(fleet.clone(), token, name, i)))
         .collect()
 }
 
@@ -569,7 +622,7 @@ async fn start_hosts(
     Ok(spawn_hosts(fleet, register_hosts(fleet, n, group).await?))
 }
 
-async fn stop_hosts(fleet: &Fleet, handles: Vec<tokio::task::JoinHandle<()>>) {
+pub(crate) async fn stop_hosts(fleet: &Fleet, handles: Vec<tokio::task::JoinHandle<()>>) {
     fleet.stop.store(true, Ordering::Relaxed);
     for h in handles {
         let _ = h.await;
@@ -577,7 +630,7 @@ async fn stop_hosts(fleet: &Fleet, handles: Vec<tokio::task::JoinHandle<()>>) {
 }
 
 /// Waits until every bisect ended; the bisects' final views.
-async fn wait_all(
+pub(crate) async fn wait_all(
     api: &Api,
     ids: &[i64],
     limit: Duration,
@@ -800,6 +853,12 @@ pub(crate) async fn small(
     let took = started.elapsed();
     stop_hosts(&fleet, handles).await;
     let done = done?;
+    print_ended(&done, &repo, took);
+    Ok((done, fleet, s, took))
+}
+
+/// Prints how many of `done` ended in `took` and how many missed `repo`'s planted commit.
+pub(crate) fn print_ended(done: &[perfbisect_wire::api::Bisect], repo: &Repo, took: Duration) {
     let wrong = done
         .iter()
         .filter(|b| {
@@ -815,7 +874,6 @@ pub(crate) async fn small(
         took.as_secs_f64(),
         wrong
     );
-    Ok((done, fleet, s, took))
 }
 
 async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<()> {
@@ -1007,6 +1065,9 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<()> {
     }
     if wants("reads") {
         crate::loadtest_reads::run(&args).await?;
+    }
+    if wants("faults") {
+        crate::loadtest_faults::run(&args).await?;
     }
     Ok(())
 }

@@ -11,15 +11,26 @@ use anyhow::Context;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A PostgreSQL cluster of the scenario's own in `dir` (it writes to the database beside
+/// the servers), and its URL.
+pub(crate) async fn own_cluster(dir: &std::path::Path) -> anyhow::Result<(Stopped, String)> {
+    std::fs::create_dir_all(dir)?;
+    let dir = dir.to_path_buf();
+    let cluster =
+        tokio::task::spawn_blocking(move || perfbisect_server::pg::Cluster::start(&dir)).await??;
+    let url = cluster.url("postgres");
+    Ok((Stopped(Some(cluster)), url))
+}
+
 /// The scenario's cluster, stopped however the scenario ends.
-struct Stopped(Option<perfbisect_server::pg::Cluster>);
+pub(crate) struct Stopped(Option<perfbisect_server::pg::Cluster>);
 
 impl Drop for Stopped {
     fn drop(&mut self) {
         if let Some(c) = self.0.take()
             && let Err(e) = c.stop()
         {
-            eprintln!("stopping the reads scenario's PostgreSQL: {e}");
+            eprintln!("stopping a loadtest scenario's PostgreSQL: {e}");
         }
     }
 }
@@ -112,13 +123,7 @@ pub async fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
         "== reads: list pages with {} bisects of {} candidates stored",
         args.stored, args.small_commits
     );
-    let pg_dir = args.dir.join("reads-pg");
-    std::fs::create_dir_all(&pg_dir)?;
-    let cluster = Stopped(Some(
-        tokio::task::spawn_blocking(move || perfbisect_server::pg::Cluster::start(&pg_dir))
-            .await??,
-    ));
-    let url = cluster.0.as_ref().expect("started").url("postgres");
+    let (cluster, url) = own_cluster(&args.dir.join("reads-pg")).await?;
     let with_db = LoadtestArgs {
         database_url: Some(url.clone()),
         ..args.clone()
