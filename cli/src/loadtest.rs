@@ -216,7 +216,7 @@ pub(crate) struct Fleet {
     early: Mutex<Option<String>>,
     /// Every run upload a server acknowledged: (task, iteration).
     pub(crate) acked: Mutex<HashSet<(i64, u32)>>,
-    /// Requests that found their replica gone and were sent to another.
+    /// Requests that could not reach their replica and were sent again, to the next one.
     pub(crate) failovers: AtomicUsize,
 }
 

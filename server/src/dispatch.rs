@@ -23,6 +23,7 @@ use tracing::Instrument;
 fn concurrency() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get().clamp(1, 4))
 }
+
 /// How often the loop looks at the table without a notification.
 const POLL: Duration = Duration::from_secs(1);
 /// The slow fallback: every active bisect gets a wake-up if it has none.
