@@ -306,6 +306,33 @@ async fn the_inventory_follows_what_the_workers_report_and_operators_drain_and_r
     assert_eq!(done.status, "found", "{done:#?}\n{}", lab.log("h2"));
     assert_eq!(done.culprit.as_ref().unwrap().commit.sha, shas[3]);
     let all = tasks(&lab, bisect.id).await;
+    // A commit measured again (each endpoint's second deployment, at least) was booted again
+    // on h2, even where h2 still ran it: the first run of each such task came from a boot.
+    let fresh: Vec<_> = all
+        .iter()
+        .filter(|t| t.fresh_deploy && t.state == "done" && t.host.as_deref() == Some("h2"))
+        .collect();
+    assert!(!fresh.is_empty(), "no task asked for a boot: {all:#?}");
+    for t in fresh {
+        let detail = workerlab::task(&lab, t.id).await;
+        let first = detail
+            .runs
+            .iter()
+            .min_by_key(|r| r.iteration)
+            .expect("a done task has runs");
+        assert_eq!(
+            first.environment.runs_since_deploy,
+            Some(0),
+            "{:#?}",
+            detail.runs
+        );
+        assert_ne!(
+            first.environment.boot_method.as_deref(),
+            Some("none (already running)"),
+            "{:#?}",
+            detail.runs
+        );
+    }
     let on_h1: Vec<_> = all
         .iter()
         .filter(|t| t.host.as_deref() == Some("h1"))

@@ -387,10 +387,16 @@ async fn advance_once(
                             host_group: &row.tbox_group,
                             runs: req.runs.max(1) as i32,
                             phase: task_phase(phase),
+                            fresh_deploy: req.fresh_deploy,
                         },
                     )
                     .await?;
                     // A sentence first; the engine's reasoning folded below it (after a newline).
+                    let fresh = if req.fresh_deploy {
+                        " on a deployment of its own (a new boot where the runner keeps one)"
+                    } else {
+                        ""
+                    };
                     let what = match (&pair_sha, phase) {
                         (Some(p), Phase::Reproducing) => format!(
                             "Checking that the change reproduces: {} runs of {} interleaved with \
@@ -406,12 +412,12 @@ async fn advance_once(
                             &p[..12]
                         ),
                         (None, Phase::Reproducing) => format!(
-                            "Checking that the change reproduces: {} runs of {}.",
+                            "Checking that the change reproduces: {} runs of {}{fresh}.",
                             req.runs,
                             &sha[..12]
                         ),
                         (None, _) => {
-                            format!("Measuring {} runs of {}.", req.runs, &sha[..12])
+                            format!("Measuring {} runs of {}{fresh}.", req.runs, &sha[..12])
                         }
                     };
                     events::record(&mut *tx, bisect, "measure", &format!("{what}\n{why}")).await?;

@@ -711,3 +711,75 @@ async fn a_wake_up_notifies_only_when_none_is_pending() {
         .unwrap();
     assert_eq!(next(&mut listener).await, bisect.to_string());
 }
+
+#[tokio::test]
+async fn a_commit_measured_again_is_handed_out_for_a_deployment_of_its_own() {
+    // Runs of one boot share its level, so the engine measures each endpoint in a second
+    // deployment before it searches: that task reaches the worker with `fresh_deploy`, which
+    // the ssh runner answers with a boot even where the host already runs the commit. A
+    // commit's first task needs nothing of the kind.
+    let f = with_repo().await;
+    let token = register(&f, "h1").await;
+    let bisect = submit(&f).await;
+    let bad_sha = sqlx::query_scalar::<_, String>("SELECT bad_sha FROM bisects WHERE id = $1")
+        .bind(bisect)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    let mut again = 0;
+    for _ in 0..12 {
+        let task = match try_claim(&f, &token).await {
+            Some(t) => t,
+            None => {
+                perfbisect_server::scheduler::advance(&f.state, bisect)
+                    .await
+                    .unwrap();
+                match try_claim(&f, &token).await {
+                    Some(t) => t,
+                    None => break,
+                }
+            }
+        };
+        let sha = task["sha"].as_str().unwrap().to_string();
+        let fresh = task["fresh_deploy"]
+            .as_bool()
+            .expect("fresh_deploy in the assignment");
+        if task["pair_sha"].is_null() {
+            let measured = seen.contains(&sha);
+            assert_eq!(fresh, measured, "{task}");
+            again += usize::from(measured);
+        }
+        seen.extend(std::iter::once(sha).chain(task["pair_sha"].as_str().map(String::from)));
+        for i in 0..iterations(&task) {
+            let level = if commit_of(&task, i) == bad_sha {
+                2.0
+            } else {
+                1.0
+            };
+            let s = upload(&f, &token, &task, i, level + f64::from(i % 3) * 0.001).await;
+            assert_eq!(s, StatusCode::CREATED);
+        }
+        complete(&f, &token, &task).await;
+        if again >= 2 {
+            break;
+        }
+    }
+    assert!(again >= 2, "no endpoint was measured again: {seen:?}");
+    // The stored task says so too, and the bisect's events tell a reader why.
+    let stored: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tasks WHERE bisect_id = $1 AND fresh_deploy")
+            .bind(bisect)
+            .fetch_one(&f.state.db)
+            .await
+            .unwrap();
+    assert!(stored >= 2, "{stored}");
+    let said: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM bisect_events WHERE bisect_id = $1 AND message LIKE '%deployment of its own%'",
+    )
+    .bind(bisect)
+    .fetch_one(&f.state.db)
+    .await
+    .unwrap();
+    assert!(said >= 1, "{said}");
+}

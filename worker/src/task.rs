@@ -240,6 +240,13 @@ async fn work_inner(
     let done: HashSet<u32> = task.done_iterations.iter().copied().collect();
     let mut booted: HashSet<String> = HashSet::new();
     let scratch = w.config.work_dir.join("scratch");
+    if task.fresh_deploy
+        && let Some(host) = w.ssh.as_mut()
+    {
+        // The engine wants a boot of its own for these runs, even where the host already
+        // runs the commit (runs of one boot share its level).
+        host.redeploy();
+    }
     for iteration in (0..total).filter(|i| !done.contains(i)) {
         if *shutdown.borrow() != Shutdown::Running {
             return Ok(stopped("worker shutting down"));
@@ -469,6 +476,7 @@ mod assignment_tests {
             runs: 3,
             done_iterations: vec![],
             lease_expires_at: chrono::Utc::now(),
+            fresh_deploy: false,
         }
     }
 

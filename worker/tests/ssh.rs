@@ -157,6 +157,16 @@ async fn boots_once_through_the_hook_checks_the_kernel_and_runs_on_the_host() {
     let fourth = run(&mut host, JOB, &a, "c1", &scratch).await.unwrap();
     assert_eq!(sshd.hook_calls(), 3);
     assert_eq!(fourth.environment.runs_since_deploy, Some(0));
+    // A task that asks for a deployment of its own boots the commit the host already runs,
+    // and its runs count from that boot.
+    host.redeploy();
+    assert!(host.needs_boot("c1"));
+    let fifth = run(&mut host, JOB, &a, "c1", &scratch).await.unwrap();
+    assert_eq!(sshd.hook_calls(), 4);
+    assert_eq!(fifth.environment.runs_since_deploy, Some(0));
+    let sixth = run(&mut host, JOB, &a, "c1", &scratch).await.unwrap();
+    assert_eq!(sshd.hook_calls(), 4);
+    assert_eq!(sixth.environment.runs_since_deploy, Some(1));
 }
 
 #[tokio::test]

@@ -1179,6 +1179,39 @@ fn sign_e(d: &[f64]) -> f64 {
     log_e.min(700.0).exp()
 }
 
+/// A boot's cost in runs, assumed (what a deployment costs is not measured yet): a kexec or
+/// a reboot of a test host takes about as long as one benchmark run.
+const BOOT_IN_RUNS: f64 = 1.0;
+
+/// Runs worth taking on one deployment when a boot's level varies ρ times the runs' variance:
+/// a deployment of m runs costs B + m and its mean carries σ²(ρ + 1/m), so the information
+/// per unit of machine time, 1 / ((ρ + 1/m)(B + m)), is largest at m = √(B/ρ).
+fn runs_per_boot(boot_ratio: f64) -> u32 {
+    if boot_ratio > 0.0 {
+        ((BOOT_IN_RUNS / boot_ratio).sqrt().round() as u32).max(1)
+    } else {
+        u32::MAX
+    }
+}
+
+/// Requests for a point that already has runs ask for a deployment of its own: runs of one
+/// boot share its level, and a runner that keeps what it booted would otherwise add runs to
+/// the boot it measured last, which tell the point's level no better than that boot did (and
+/// leave boot-to-boot variance unseen, as two deployments are what shows it). Where the
+/// deployments show such a variance, a request takes no more runs than one boot is worth.
+/// Couples alternate their two commits, so each of their runs is a deployment already.
+fn deploy_fresh(mut requests: Vec<Request>, ev: &Evidence, boot_ratio: f64) -> Vec<Request> {
+    let per_boot = runs_per_boot(boot_ratio);
+    for r in requests.iter_mut().filter(|r| r.pair_with.is_none()) {
+        let measured = !ev.at(r.point).is_empty()
+            || ev.failed.get(&r.point).is_some_and(|&n| n > 0)
+            || ev.pending.get(&r.point).is_some_and(|&n| n > 0);
+        r.fresh_deploy = measured;
+        r.runs = r.runs.min(per_boot);
+    }
+    requests
+}
+
 fn cap(mut requests: Vec<Request>, mut budget: u32) -> Vec<Request> {
     requests.retain_mut(|r| {
         let per_run = if r.pair_with.is_some() { 2 } else { 1 };
@@ -1266,10 +1299,14 @@ fn verification<'a>(
 /// The known-noise, t and sign e-values judge the couples' differences alone; the swap
 /// e-value ([`swap_e`]) also sees a change of noise. Their weighted average is an e-value.
 fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)], bad: usize) -> f64 {
+    // A couple's two runs are two deployments on a runner that boots each commit, so each
+    // carries a boot's level of its own: the known noise of a difference counts it (with
+    // a run's noise alone, a per-boot level of 3% at CV 2% passed couples of two commits
+    // at one level).
     let differences = paired_e_expecting(
         pairs,
         b.change.signum(),
-        Some(b.noise * level_of_good(ev)),
+        Some(b.noise * (1.0 + b.boot_ratio).sqrt() * level_of_good(ev)),
         Some(b.change * level_of_good(ev)),
     );
     match endpoint_sides(ev, pairs, bad) {
@@ -1887,7 +1924,7 @@ fn decide_with(
         })
     };
     let measure = |phase, requests: Vec<Request>, why: String| {
-        let requests = cap(requests, budget);
+        let requests = cap(deploy_fresh(requests, ev, b.boot_ratio), budget);
         if requests.is_empty() {
             if in_flight == 0 {
                 return run_out("");
@@ -1941,7 +1978,26 @@ fn decide_with(
     // endpoints.
     let unsure =
         b.no_change > 0.5 || (b.no_change > REPRODUCED && endpoint_runs < endpoint_cap / 2);
-    if endpoints.iter().any(|&p| n_end(p) < min_end) || unsure {
+    // A metric that repeats itself exactly at one endpoint needs no more than a few runs at
+    // the other.
+    let exact = endpoints.iter().any(|&p| {
+        let v = ev.at(p);
+        v.len() >= 2 && v.iter().all(|&x| x == v[0])
+    });
+    // Each endpoint is measured in two deployments before the search leans on it: runs of one
+    // boot share its level, and until a point has two deployments nothing shows how far a
+    // boot's level wanders. With one boot an endpoint, a per-boot level of 3% at CV 2% read a
+    // +3% step as +6% (each endpoint's boot off by 1.5%), and the search followed boots.
+    // Where the runner does not deploy again (one that keeps what it booted and ignores
+    // `fresh_deploy`), twice a request's runs end the wait.
+    let one_deployment = |p: Point| {
+        !exact && n_end(p) < 2 * rpr as usize && crate::boots::count(ev, p).is_some_and(|d| d < 2)
+    };
+    if endpoints
+        .iter()
+        .any(|&p| n_end(p) < min_end || one_deployment(p))
+        || unsure
+    {
         // A step the endpoints do not place surely below the size of interest gets twice the
         // runs before "no change" is concluded from weak evidence (at CV 5% a +2% step
         // measured after 100 runs once ended a real +3% change as not reproduced).
@@ -1964,13 +2020,17 @@ fn decide_with(
         // While one endpoint is still unmeasured, the other is not measured again: its
         // samples decide nothing until the first arrives. Idle hosts build the commits the
         // search would ask for first instead.
-        // A metric that repeats itself exactly at one endpoint needs no more than a few
-        // runs at the other.
-        let exact = endpoints.iter().any(|&p| {
-            let v = ev.at(p);
-            v.len() >= 2 && v.iter().all(|&x| x == v[0])
-        });
-        let end_runs = if exact { min_end as u32 } else { rpr };
+        // A first deployment takes a few runs and the second the rest of a request, so two
+        // deployments cost no more runs than one did.
+        let end_runs = |p: Point| {
+            if exact || n_end(p) == 0 {
+                min_end as u32
+            } else if one_deployment(p) {
+                rpr.saturating_sub(n_end(p) as u32).max(2)
+            } else {
+                rpr
+            }
+        };
         // Once both endpoints run, and more than one host is in play, they are measured as
         // interleaved couples on one host each: a host's own level then falls on both
         // sides alike even when the same hosts keep taking the same commit (a build
@@ -1988,19 +2048,25 @@ fn decide_with(
             && endpoints
                 .iter()
                 .all(|&p| n_end(p) >= 1 && pending_at(p) == 0);
+        // When all that is missing is an endpoint's second deployment, one couple of the rest
+        // of a request's runs brings it (two couples of half a request each cost 8 more runs
+        // a bisect at 8 hosts).
+        let second_only = !unsure && endpoints.iter().all(|&p| n_end(p) >= min_end);
+        let (couple_count, couple_runs) = if second_only {
+            let rest = endpoints.iter().map(|&p| end_runs(p)).min().unwrap_or(rpr);
+            (1, rest)
+        } else {
+            (idle.min(2), rpr.div_ceil(2))
+        };
         let mut requests: Vec<Request> = if couples {
-            (0..idle.min(2))
-                .map(|_| Request {
-                    point: bad_point,
-                    runs: end_runs.div_ceil(2),
-                    pair_with: Some(Point::Good),
-                })
+            (0..couple_count)
+                .map(|_| Request::paired(bad_point, Point::Good, couple_runs))
                 .collect()
         } else {
             order
                 .iter()
                 .filter(|&&p| pending_at(p) == 0 && !(waiting && n_end(p) >= min_end))
-                .map(|&p| Request::new(p, end_runs))
+                .map(|&p| Request::new(p, end_runs(p)))
                 .take(idle)
                 .collect()
         };
@@ -2017,13 +2083,15 @@ fn decide_with(
                 && pending_at(Point::Candidate(k)) == 0
                 && pending_at(parent) == 0
             {
-                requests.push(Request {
-                    point: Point::Candidate(k),
-                    runs: verify_chunk(b, have.len()),
-                    pair_with: Some(parent),
-                });
+                requests.push(Request::paired(
+                    Point::Candidate(k),
+                    parent,
+                    verify_chunk(b, have.len()),
+                ));
             }
-        } else if waiting && requests.len() < idle {
+        } else if (waiting || second_only) && requests.len() < idle {
+            // Hosts the endpoints do not need build and measure what the search would ask
+            // for first (a change is already likely when only a second deployment is missing).
             let ahead = propose(
                 graph,
                 ev,
@@ -2237,11 +2305,11 @@ fn decide_with(
                     // Nothing left to split: more couples of k and its parent pin both
                     // levels, which is what the doubt is about.
                     let chunk = verify_chunk(b, have.len());
-                    requests.push(Request {
-                        point: Point::Candidate(k),
-                        runs: chunk.min(2 * rpr),
-                        pair_with: Some(parent),
-                    });
+                    requests.push(Request::paired(
+                        Point::Candidate(k),
+                        parent,
+                        chunk.min(2 * rpr),
+                    ));
                 }
                 requests.truncate(idle);
                 if budget == 0 || cap(requests.clone(), budget).is_empty() {
@@ -2286,11 +2354,11 @@ fn decide_with(
                     if pc >= verify_from && !ev.untestable.contains(&c) {
                         if pending_at(Point::Candidate(c)) == 0 && pending_at(parent) == 0 {
                             let chunk = verify_chunk(bl, cpairs.len());
-                            requests.push(Request {
-                                point: Point::Candidate(c),
-                                runs: chunk.min(2 * rpr),
-                                pair_with: Some(parent),
-                            });
+                            requests.push(Request::paired(
+                                Point::Candidate(c),
+                                parent,
+                                chunk.min(2 * rpr),
+                            ));
                         }
                     } else {
                         proposals(bl, &mut requests);
@@ -2362,11 +2430,7 @@ fn decide_with(
         if pk >= conf || (pairs.len() < need && !busy) {
             // In chunks, checking after each: most changes verify long before `need` pairs.
             let chunk = verify_chunk(b, pairs.len());
-            let request = Request {
-                point: Point::Candidate(k),
-                runs: chunk.min(2 * rpr),
-                pair_with: Some(parent),
-            };
+            let request = Request::paired(Point::Candidate(k), parent, chunk.min(2 * rpr));
             let why = format!(
                 "verifying {} ({pk:.4}) against its parent, interleaved: {verdict}",
                 short(graph, k)
@@ -2576,6 +2640,108 @@ mod tests {
             with_boots.step_in_noise < without.step_in_noise,
             "{with_boots:?} against {without:?}"
         );
+    }
+
+    /// Adds one deployment of `values` at `p` on `host` (places since the boot 0, 1, ...).
+    fn deploy(ev: &mut Evidence, p: Point, host: i64, values: &[f64]) {
+        for (seq, &y) in values.iter().enumerate() {
+            ev.samples.entry(p).or_default().push(y);
+            ev.taken.entry(p).or_default().push(crate::Taken {
+                at: 0.0,
+                host,
+                seq: seq as u32,
+            });
+        }
+    }
+
+    #[test]
+    fn each_endpoint_is_measured_in_two_deployments_and_a_point_again_on_one_of_its_own() {
+        let n = 16;
+        let graph = CandidateGraph::new(
+            (0..n).map(|i| format!("c{i}")).collect(),
+            (0..n)
+                .map(|i| if i == 0 { vec![] } else { vec![i - 1] })
+                .collect(),
+        )
+        .expect("graph");
+        let bad = Point::Candidate(n - 1);
+        let settings = Settings {
+            idle_hosts: 1,
+            ..Settings::default()
+        };
+        let requests = |ev: &Evidence| match decide(&graph, ev, &settings).decision {
+            Decision::Measure {
+                phase, requests, ..
+            } => (phase, requests),
+            other => panic!("{other:?}"),
+        };
+        // Nothing measured: a first deployment of a few runs, not a fresh one.
+        let (phase, first) = requests(&Evidence::default());
+        assert_eq!(phase, Phase::Reproducing);
+        assert_eq!(first.len(), 1);
+        assert!(!first[0].fresh_deploy);
+        assert!(first[0].runs < settings.runs_per_request);
+        // A clear step, but each endpoint seen on one boot: they are measured again, each on
+        // a deployment of its own, for the rest of a request's runs.
+        let mut ev = Evidence::default();
+        deploy(&mut ev, Point::Good, 0, &[100.0, 100.4, 99.7]);
+        deploy(&mut ev, bad, 0, &[110.0, 110.3, 109.8]);
+        let (phase, again) = requests(&ev);
+        assert_eq!(phase, Phase::Reproducing);
+        assert!(!again.is_empty());
+        for r in &again {
+            assert!(r.point == Point::Good || r.point == bad, "{r:?}");
+            assert!(r.fresh_deploy, "{r:?}");
+            assert_eq!(r.runs, settings.runs_per_request - 3);
+        }
+        // A second deployment each: the search begins, on commits never measured.
+        let mut two = ev.clone();
+        deploy(&mut two, Point::Good, 0, &[100.2, 99.9]);
+        deploy(&mut two, bad, 0, &[110.1, 109.9]);
+        let (phase, search) = requests(&two);
+        assert_eq!(phase, Phase::Searching);
+        for r in search.iter().filter(|r| r.pair_with.is_none()) {
+            assert_eq!(r.fresh_deploy, !two.at(r.point).is_empty(), "{r:?}");
+        }
+        // A runner that never deploys again (its places run on): twice a request's runs
+        // end the wait all the same.
+        let mut kept = Evidence::default();
+        let runs = 2 * settings.runs_per_request as usize;
+        let level = |base: f64| -> Vec<f64> {
+            (0..runs)
+                .map(|i| base + 0.3 * (i as f64 % 3.0 - 1.0))
+                .collect()
+        };
+        deploy(&mut kept, Point::Good, 0, &level(100.0));
+        deploy(&mut kept, bad, 1, &level(110.0));
+        assert_eq!(crate::boots::count(&kept, Point::Good), Some(1));
+        assert_eq!(requests(&kept).0, Phase::Searching);
+    }
+
+    #[test]
+    fn with_boot_variance_a_request_takes_what_one_boot_is_worth() {
+        // (ρ + 1/m)(B + m) is least at m = √(B/ρ), B one run: ρ = 2.25 (a 3% boot level at
+        // CV 2%) wants one run a boot, ρ = 0.1 three, no boot variance any number.
+        assert_eq!(runs_per_boot(2.25), 1);
+        assert_eq!(runs_per_boot(0.1), 3);
+        assert_eq!(runs_per_boot(0.0), u32::MAX);
+        let mut ev = Evidence::default();
+        deploy(&mut ev, Point::Candidate(3), 0, &[1.0, 2.0]);
+        let asked = vec![
+            Request::new(Point::Candidate(3), 5),
+            Request::new(Point::Candidate(4), 5),
+            Request::paired(Point::Candidate(3), Point::Candidate(2), 5),
+        ];
+        let got = deploy_fresh(asked.clone(), &ev, 0.1);
+        // The point measured before: a boot of its own, three runs; the new one: three runs on
+        // whatever deployment it gets; the couple (each of its runs a deployment) as asked.
+        assert_eq!((got[0].runs, got[0].fresh_deploy), (3, true));
+        assert_eq!((got[1].runs, got[1].fresh_deploy), (3, false));
+        assert_eq!(got[2], asked[2]);
+        // Without boot variance only the deployment changes.
+        let got = deploy_fresh(asked.clone(), &ev, 0.0);
+        assert_eq!((got[0].runs, got[0].fresh_deploy), (5, true));
+        assert_eq!((got[1].runs, got[1].fresh_deploy), (5, false));
     }
 
     #[test]

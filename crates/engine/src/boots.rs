@@ -66,6 +66,19 @@ pub(crate) fn deployments(
     Some(out)
 }
 
+/// How many deployments `point`'s complete runs came from (`None` when the evidence does not
+/// say where they were taken).
+pub(crate) fn count(ev: &Evidence, point: Point) -> Option<usize> {
+    let z: Vec<f64> = ev
+        .at(point)
+        .iter()
+        .copied()
+        .filter(|y| y.is_finite())
+        .collect();
+    let ids = deployments(ev, &[point], &[z])?;
+    Some(ids[0].iter().max().map_or(0, |m| m + 1))
+}
+
 /// One deployment's weighted runs: weight sum, weighted mean, weighted sum of squares around
 /// it, and its run count.
 #[derive(Debug, Clone, Copy, Default)]

@@ -143,8 +143,11 @@ pub struct Lab {
     /// of that boot: a kernel whose memory layout or boot-time choices differ from boot to
     /// boot, so runs of one boot agree more than runs of two. Boots follow the ssh runner:
     /// a host keeps the commit it booted, and a run of another commit boots that one (so
-    /// each run of a couple boots). With it, a run's `seq` is its place since its boot.
+    /// each run of a couple boots, and a request with `fresh_deploy` boots at its first
+    /// run). With it, a run's `seq` is its place since its boot.
     pub boot_sd: f64,
+    /// What a boot costs, in runs (machine time only; it is not a run).
+    pub boot_cost: f64,
 }
 
 impl Default for Lab {
@@ -161,6 +164,7 @@ impl Default for Lab {
             quantum: 0.0,
             ar: 0.0,
             boot_sd: 0.0,
+            boot_cost: 0.0,
         }
     }
 }
@@ -319,10 +323,15 @@ pub fn run_trial_budgeted(
     let mut phase_runs = [0u32; 5];
     let mut first_prediction = None;
     let mut ar_state = 0.0f64;
-    // Per host: the point it booted, that boot's level and the runs since (`boot_sd`).
+    // Per host: the point it booted, that boot's level and the runs since (`boot_sd`,
+    // `boot_cost`), and how many boots there were.
     let mut booted: Vec<Option<(Point, f64, u32)>> = vec![None; host_level.len()];
-    let machine = |runs: u32, built: &BTreeSet<Point>| {
-        runs as f64 + built.len() as f64 * world.lab.build_cost
+    let mut boots = 0u32;
+    let track_boots = world.lab.boot_sd > 0.0 || world.lab.boot_cost > 0.0;
+    let machine = |runs: u32, built: &BTreeSet<Point>, boots: u32| {
+        runs as f64
+            + built.len() as f64 * world.lab.build_cost
+            + f64::from(boots) * world.lab.boot_cost
     };
     loop {
         let mut explained = decide_explained(&world.graph, &ev, &settings);
@@ -366,7 +375,7 @@ pub fn run_trial_budgeted(
                     rounds,
                     stalled: false,
                     builds: built.len() as u32,
-                    machine: machine(runs, &built),
+                    machine: machine(runs, &built, boots),
                     phase_runs,
                     first_prediction,
                 };
@@ -382,7 +391,7 @@ pub fn run_trial_budgeted(
                     rounds,
                     stalled: true,
                     builds: built.len() as u32,
-                    machine: machine(runs, &built),
+                    machine: machine(runs, &built, boots),
                     phase_runs,
                     first_prediction,
                 };
@@ -415,9 +424,13 @@ pub fn run_trial_budgeted(
                         point,
                         runs: k,
                         pair_with,
+                        fresh_deploy,
                     },
                 ) in requests.into_iter().enumerate()
                 {
+                    if fresh_deploy {
+                        booted[hosts[slot % hosts.len()]] = None;
+                    }
                     let points: Vec<Point> = std::iter::once(point).chain(pair_with).collect();
                     for &p in &points {
                         built.insert(p);
@@ -449,12 +462,18 @@ pub fn run_trial_budgeted(
                                     * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp()
                                 + world.lab.cold * (-f64::from(iteration)).exp();
                             let host_i = hosts[slot % hosts.len()];
-                            let (boot, seq) = if world.lab.boot_sd > 0.0 {
+                            let (boot, seq) = if track_boots {
                                 let b = match &mut booted[host_i] {
                                     Some(b) if b.0 == p => b,
                                     b => {
-                                        let z: f64 = StandardNormal.sample(&mut host_rng);
-                                        b.insert((p, world.lab.boot_sd * z, 0))
+                                        boots += 1;
+                                        let level = if world.lab.boot_sd > 0.0 {
+                                            let z: f64 = StandardNormal.sample(&mut host_rng);
+                                            world.lab.boot_sd * z
+                                        } else {
+                                            0.0
+                                        };
+                                        b.insert((p, level, 0))
                                     }
                                 };
                                 b.2 += 1;
@@ -503,7 +522,7 @@ pub fn run_trial_budgeted(
                 rounds,
                 stalled: true,
                 builds: built.len() as u32,
-                machine: machine(runs, &built),
+                machine: machine(runs, &built, boots),
                 phase_runs,
                 first_prediction,
             };

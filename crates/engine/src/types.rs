@@ -89,6 +89,11 @@ pub struct Request {
     /// alternating), and report both commits' samples.
     #[serde(default)]
     pub pair_with: Option<Point>,
+    /// Deploy the commit afresh before the first run, even on a host already running it (a
+    /// new boot on a runner that keeps what it booted): runs of one boot share its level, so
+    /// a point measured again learns more from a boot of its own (see `boots`).
+    #[serde(default)]
+    pub fresh_deploy: bool,
 }
 
 impl Request {
@@ -97,6 +102,15 @@ impl Request {
             point,
             runs,
             pair_with: None,
+            fresh_deploy: false,
+        }
+    }
+
+    /// `runs` couples of `point` and `with`, interleaved on one host.
+    pub fn paired(point: Point, with: Point, runs: u32) -> Self {
+        Self {
+            pair_with: Some(with),
+            ..Self::new(point, runs)
         }
     }
 }

@@ -722,7 +722,8 @@ fn a_step_read_within_its_noise_predicts_what_a_change_of_interest_costs() {
     let (used, predicted) = t
         .first_prediction
         .expect("a prediction after the endpoints");
-    assert!(used <= 30, "{t:?}");
+    // (35 since each endpoint is measured in two deployments first.)
+    assert!(used <= 40, "{t:?}");
     // A +0.5% step at 3.4% noise (0.15 noise units) costs a few thousand runs; the old
     // prediction was four orders of magnitude above that.
     assert!(

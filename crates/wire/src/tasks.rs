@@ -35,6 +35,10 @@ pub struct TaskSummary {
     /// From its start to its end (or to now, while it runs).
     #[serde(default)]
     pub duration_secs: Option<f64>,
+    /// The engine asked for a deployment of its own (a new boot where the runner keeps one)
+    /// before the first run: the commit was measured before.
+    #[serde(default)]
+    pub fresh_deploy: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

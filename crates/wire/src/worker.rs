@@ -67,6 +67,11 @@ pub struct TaskAssignment {
     #[serde(default)]
     pub done_iterations: Vec<u32>,
     pub lease_expires_at: DateTime<Utc>,
+    /// Deploy the commit afresh before the task's first run, even on a host already running
+    /// it (the ssh runner boots it again; a VM a run and the local runner have nothing to do):
+    /// runs of one boot share its level, so a commit measured again wants a boot of its own.
+    #[serde(default)]
+    pub fresh_deploy: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

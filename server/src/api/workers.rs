@@ -154,6 +154,7 @@ async fn claim(
         // A task given back or interrupted keeps its stored runs; the new holder runs the rest.
         done_iterations: task.done_iterations.into_iter().map(|i| i as u32).collect(),
         lease_expires_at: task.lease_expires_at,
+        fresh_deploy: task.fresh_deploy,
     })
     .into_response())
 }

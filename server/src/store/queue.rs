@@ -28,6 +28,8 @@ pub struct ClaimedTask {
     pub job_hash: String,
     pub metric: String,
     pub done_iterations: Vec<i32>,
+    /// Deploy the commit afresh before the first run (`tasks.fresh_deploy`).
+    pub fresh_deploy: bool,
 }
 
 /// What one look of a claim found.
@@ -66,6 +68,7 @@ struct LookRow {
     job_hash: Option<String>,
     metric: Option<String>,
     done_iterations: Vec<i32>,
+    fresh_deploy: Option<bool>,
 }
 
 impl LookRow {
@@ -100,6 +103,7 @@ impl LookRow {
             job_hash: self.job_hash.ok_or_else(|| missing("job hash"))?,
             metric: self.metric.ok_or_else(|| missing("metric"))?,
             done_iterations: self.done_iterations,
+            fresh_deploy: self.fresh_deploy.unwrap_or(false),
         };
         Ok(Look::Claimed {
             host_id,
@@ -163,13 +167,13 @@ pub async fn claim_batch<'e>(
                FROM c JOIN wants w ON w.host_group = c.host_group AND w.n = c.n
                WHERE t.id = c.id
                RETURNING w.ord, t.id, t.bisect_id, t.watch_id, t.sha, t.pair_sha, t.runs,
-                         t.lease_expires_at
+                         t.lease_expires_at, t.fresh_deploy
            )
            SELECT h.ord AS "ord!", h.id AS "host_id!", h.host_group AS "host_group!",
                   h.may AS "may!",
                   k.id AS "task_id?", k.bisect_id AS "bisect_id?", k.watch_id,
                   k.sha AS "sha?", k.pair_sha, k.runs AS "runs?",
-                  k.lease_expires_at AS "lease_expires_at?",
+                  k.lease_expires_at AS "lease_expires_at?", k.fresh_deploy AS "fresh_deploy?",
                   o.url AS "url?", o.spec AS "spec?", o.hash AS "job_hash?", o.metric AS "metric?",
                   ARRAY(SELECT iteration FROM runs WHERE task_id = k.id ORDER BY iteration)
                       AS "done_iterations!"

@@ -28,6 +28,7 @@ struct TaskRow {
     started_at: Option<DateTime<Utc>>,
     runs_stored: i64,
     runs_completed: i64,
+    fresh_deploy: bool,
 }
 
 impl TaskRow {
@@ -53,6 +54,7 @@ impl TaskRow {
                     (self.finished_at.unwrap_or_else(Utc::now) - s).num_milliseconds() as f64
                         / 1000.0
                 }),
+                fresh_deploy: self.fresh_deploy,
             },
             self.log_tail,
         )
@@ -71,7 +73,8 @@ macro_rules! select_tasks {
                    t.started_at,
                    (SELECT count(*) FROM runs r WHERE r.task_id = t.id) AS "runs_stored!",
                    (SELECT count(*) FROM runs r WHERE r.task_id = t.id AND r.completed)
-                       AS "runs_completed!"
+                       AS "runs_completed!",
+                   t.fresh_deploy
                FROM tasks t LEFT JOIN hosts h ON h.id = t.host_id "# + $tail
             $(, $arg)*
         )
@@ -292,12 +295,15 @@ pub struct NewTask<'a> {
     pub host_group: &'a str,
     pub runs: i32,
     pub phase: Phase,
+    /// Deploy the commit afresh before the first run (`Request::fresh_deploy`).
+    pub fresh_deploy: bool,
 }
 
 pub async fn queue(tx: &mut sqlx::PgConnection, t: &NewTask<'_>) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO tasks (bisect_id, sha, pair_sha, job_spec_id, host_group, runs, phase,
+                            fresh_deploy)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         t.bisect,
         t.sha,
         t.pair_sha,
@@ -305,6 +311,7 @@ pub async fn queue(tx: &mut sqlx::PgConnection, t: &NewTask<'_>) -> sqlx::Result
         t.host_group,
         t.runs,
         t.phase.as_str(),
+        t.fresh_deploy,
     )
     .execute(tx)
     .await?;

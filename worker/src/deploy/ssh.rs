@@ -96,6 +96,12 @@ impl SshHost {
         })
     }
 
+    /// Forgets which commit the host runs, so that the next run boots its commit again even
+    /// when the host already runs it: a deployment of its own (`TaskAssignment::fresh_deploy`).
+    pub fn redeploy(&mut self) {
+        self.booted_sha = None;
+    }
+
     /// Whether a run of `sha` needs a boot first (the host is not running its kernel).
     pub fn needs_boot(&self, sha: &str) -> bool {
         self.booted_sha.as_deref() != Some(sha)

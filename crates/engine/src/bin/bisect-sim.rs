@@ -21,13 +21,14 @@
 //! predictions under max), quant (the value's resolution, the good level being 100), ar
 //! (lag-one correlation of consecutive runs' noise), bootsd (a level drawn at every boot and
 //! shared by its runs, relative standard deviation; a host keeps the commit it booted, as the
-//! ssh runner does), gradual (the change split evenly over
+//! ssh runner does, unless a request asks for a fresh deployment), bootcost (a boot's cost in
+//! runs, counted in machine time), gradual (the change split evenly over
 //! that many commits in a row; every one of them is a planted culprit).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
 //! is not right); wrong = a commit named that is not a planted culprit; M = machine time in
-//! runs (runs + builds × build cost).
+//! runs (runs + builds × build cost + boots × boot cost).
 
 use perfbisect_engine::budget::Budget;
 use perfbisect_engine::sim::{
@@ -68,6 +69,8 @@ struct Cell {
     quantum: f64,
     ar: f64,
     boot_sd: f64,
+    /// A boot's cost in runs (machine time).
+    boot_cost: f64,
     /// The change spread over this many commits (delta / gradual each), in history order.
     gradual: usize,
     /// The product's budget: set from the engine's predictions under `max_runs`.
@@ -102,6 +105,7 @@ impl Default for Cell {
             quantum: 0.0,
             ar: 0.0,
             boot_sd: 0.0,
+            boot_cost: 0.0,
             gradual: 1,
             product_budget: false,
         }
@@ -142,6 +146,7 @@ impl Cell {
                 "quant" => c.quantum = num()?,
                 "ar" => c.ar = num()?,
                 "bootsd" => c.boot_sd = num()?,
+                "bootcost" => c.boot_cost = num()?,
                 "gradual" => c.gradual = (num()? as usize).max(1),
                 "budget" if v == "product" => c.product_budget = true,
                 "budget" => c.product_budget = false,
@@ -200,6 +205,9 @@ impl Cell {
         }
         if self.boot_sd != 0.0 {
             s += &format!(" bootsd={}%", 100.0 * self.boot_sd);
+        }
+        if self.boot_cost != 0.0 {
+            s += &format!(" bootcost={}", self.boot_cost);
         }
         if self.gradual > 1 {
             s += &format!(" gradual={}", self.gradual);
@@ -299,6 +307,7 @@ impl Cell {
                 quantum: self.quantum,
                 ar: self.ar,
                 boot_sd: self.boot_sd,
+                boot_cost: self.boot_cost,
                 ..Lab::default()
             },
         }
@@ -425,8 +434,8 @@ fn situation_cells() -> Vec<String> {
         "ar=0.5",
         // A level drawn at every boot, shared by that boot's runs (1.5% and 3% of the level,
         // at CV 2%): a kernel whose layout differs from boot to boot.
-        "bootsd=0.015",
-        "bootsd=0.03",
+        "bootsd=0.015 bootcost=1",
+        "bootsd=0.03 bootcost=1",
         "gradual=3",
         "delta=0.5",
         "",
