@@ -306,13 +306,13 @@ async fn the_inventory_follows_what_the_workers_report_and_operators_drain_and_r
     assert_eq!(done.status, "found", "{done:#?}\n{}", lab.log("h2"));
     assert_eq!(done.culprit.as_ref().unwrap().commit.sha, shas[3]);
     let all = tasks(&lab, bisect.id).await;
-    // A commit measured again (each endpoint's second deployment, at least) was booted again
-    // on h2, even where h2 still ran it: the first run of each such task came from a boot.
-    let fresh: Vec<_> = all
+    // A task for a commit measured again asks for a deployment of its own: its first run
+    // came from a boot, even where h2 still ran the commit. (Whether this bisect has such a
+    // task depends on its course: with two hosts, the endpoints' second deployments are
+    // couples, which boot every run anyway. `scheduling.rs` drives one that must.)
+    let fresh = all
         .iter()
-        .filter(|t| t.fresh_deploy && t.state == "done" && t.host.as_deref() == Some("h2"))
-        .collect();
-    assert!(!fresh.is_empty(), "no task asked for a boot: {all:#?}");
+        .filter(|t| t.fresh_deploy && t.state == "done" && t.host.as_deref() == Some("h2"));
     for t in fresh {
         let detail = workerlab::task(&lab, t.id).await;
         let first = detail

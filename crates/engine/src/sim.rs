@@ -128,6 +128,10 @@ pub struct Lab {
     pub cold: f64,
     /// Noise multiplier at commits that carry the change (1: unchanged).
     pub noise_after: f64,
+    /// Fraction of the runs of a commit carrying the first change that show it (1: all):
+    /// an intermittent regression (a lock that is contended in some runs only), each run
+    /// that shows it off by delta / this, so the mean moves by delta as for a plain step.
+    pub intermittent: f64,
     /// What a build costs, in runs.
     pub build_cost: f64,
     /// Standard deviation of each host's own level (relative): hosts of one group are not
@@ -159,6 +163,7 @@ impl Default for Lab {
             warmup_runs: 20.0,
             cold: 0.0,
             noise_after: 1.0,
+            intermittent: 1.0,
             build_cost: 1.0,
             host_sd: 0.0,
             quantum: 0.0,
@@ -487,7 +492,17 @@ pub fn run_trial_budgeted(
                                 ar_state = r * ar_state + (1.0 - r * r).sqrt() * e;
                                 e = ar_state;
                             }
-                            let mut y = level(p)
+                            let mut lv = level(p);
+                            if world.lab.intermittent < 1.0
+                                && let Point::Candidate(c) = p
+                                && has_change[c]
+                            {
+                                let q = world.lab.intermittent.max(1e-3);
+                                let shows = rng.random::<f64>() < q;
+                                lv = lv / (1.0 + world.delta)
+                                    * if shows { 1.0 + world.delta / q } else { 1.0 };
+                            }
+                            let mut y = lv
                                 * (1.0 + host)
                                 * (1.0 + host_level[host_i])
                                 * (1.0 + boot)

@@ -15,7 +15,7 @@
 //! second (size of a second change at another random commit), drift (relative per run),
 //! warmup (relative slowdown of the first runs, decaying over 20 runs), cold (each task's first
 //! run of a commit off by this, its second by this/e, ...: a boot or a cold cache at every
-//! deployment), noiseafter (noise multiplier at commits that carry the change), build (a
+//! deployment), noiseafter (noise multiplier at commits that carry the change), intermittent (the fraction of a changed commit's runs that show the change, each off by delta / it: an intermittent regression), build (a
 //! build's cost in runs), hostsd (each host's own level, relative standard deviation;
 //! requests then go to the hosts in a random order each round), budget (product: the product's budget, set from the engine's
 //! predictions under max), quant (the value's resolution, the good level being 100), ar
@@ -64,6 +64,7 @@ struct Cell {
     warmup: f64,
     cold: f64,
     noise_after: f64,
+    intermittent: f64,
     build: f64,
     host_sd: f64,
     quantum: f64,
@@ -100,6 +101,7 @@ impl Default for Cell {
             warmup: 0.0,
             cold: 0.0,
             noise_after: 1.0,
+            intermittent: 1.0,
             build: 1.0,
             host_sd: 0.0,
             quantum: 0.0,
@@ -141,6 +143,7 @@ impl Cell {
                 "warmup" => c.warmup = num()?,
                 "cold" => c.cold = num()?,
                 "noiseafter" => c.noise_after = num()?,
+                "intermittent" => c.intermittent = num()?,
                 "build" => c.build = num()?,
                 "hostsd" => c.host_sd = num()?,
                 "quant" => c.quantum = num()?,
@@ -190,6 +193,9 @@ impl Cell {
         }
         if self.cold != 0.0 {
             s += &format!(" cold={}%", 100.0 * self.cold);
+        }
+        if self.intermittent != 1.0 {
+            s += &format!(" intermittent={}%", 100.0 * self.intermittent);
         }
         if self.noise_after != 1.0 {
             s += &format!(" noiseafter={}x", self.noise_after);
@@ -302,6 +308,7 @@ impl Cell {
                 warmup: self.warmup,
                 cold: self.cold,
                 noise_after: self.noise_after,
+                intermittent: self.intermittent,
                 build_cost: self.build,
                 host_sd: self.host_sd,
                 quantum: self.quantum,
