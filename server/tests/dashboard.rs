@@ -647,6 +647,15 @@ async fn verdicts_implied_by_position_are_told_from_measured_ones_and_progress_m
     assert!(t.body.contains("bench: run log line"));
     assert!(t.body.contains("6.1.0-test") && t.body.contains("performance"));
     assert!(t.body.contains("6 stored, 6 complete"));
+    assert!(t.body.contains("as the host has it"), "{}", t.body);
+    // A task that asked for a deployment of its own says so, in the API and on its page.
+    sqlx::query("UPDATE tasks SET fresh_deploy = true WHERE id = $1")
+        .bind(task)
+        .execute(&f.db)
+        .await
+        .unwrap();
+    let t = get(&f, &format!("/tasks/{task}")).await;
+    assert!(t.body.contains("deployed afresh"), "{}", t.body);
     // And the task list in the API says how many runs each task has and how long it took.
     let (_, tasks) = common::request(
         &f.state,
@@ -658,6 +667,7 @@ async fn verdicts_implied_by_position_are_told_from_measured_ones_and_progress_m
     .await;
     let tasks: serde_json::Value = serde_json::from_str(&tasks).unwrap();
     assert_eq!(tasks[0]["runs_stored"], 6);
+    assert_eq!(tasks[0]["fresh_deploy"], true);
     assert_eq!(tasks[0]["runs_completed"], 6);
     assert!(tasks[0]["duration_secs"].as_f64().unwrap() >= 4.0);
     assert_eq!(get(&f, "/tasks/99999").await.status, StatusCode::NOT_FOUND);

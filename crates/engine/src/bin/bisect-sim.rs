@@ -443,6 +443,10 @@ fn situation_cells() -> Vec<String> {
         // at CV 2%): a kernel whose layout differs from boot to boot.
         "bootsd=0.015 bootcost=1",
         "bootsd=0.03 bootcost=1",
+        // An intermittent change: half, or a quarter, of a changed commit's runs show it
+        // (6% and 12% off), the mean moving 3% as for a plain step.
+        "intermittent=0.5",
+        "intermittent=0.25",
         "gradual=3",
         "delta=0.5",
         "",
