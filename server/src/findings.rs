@@ -9,13 +9,19 @@ use perfbisect_wire::findings::{
 use std::collections::{BTreeSet, HashMap};
 
 /// Median machine time of a build (a task's start to its first run) and of a run, over every
-/// task of this job spec so far (earlier bisects of the same job included).
+/// task of this job spec so far (earlier bisects of the same job included), and what a boot
+/// adds: the median run that came first after a deployment (its boot is inside it) over the
+/// median later one, where a runner says which is which (ssh; a VM a run boots every run).
 pub async fn measured_costs(tx: &mut sqlx::PgConnection, job_spec: i64) -> sqlx::Result<Costs> {
-    let (build, run) = crate::store::runs::median_costs(tx, job_spec).await?;
+    let m = crate::store::runs::median_costs(tx, job_spec).await?;
     Ok(Costs {
-        build_secs: build.unwrap_or(0.0).max(0.0),
+        build_secs: m.build.unwrap_or(0.0).max(0.0),
         // A run shorter than the clock's resolution still costs something.
-        run_secs: run.map_or(0.0, |r| r.max(0.001)),
+        run_secs: m.run.map_or(0.0, |r| r.max(0.001)),
+        boot_secs: match (m.first_after_deploy, m.later) {
+            (Some(first), Some(later)) => (first - later).max(0.0),
+            _ => 0.0,
+        },
     })
 }
 
@@ -68,6 +74,7 @@ pub fn to_wire(graph: &CandidateGraph, f: &Findings, costs: Costs) -> EngineFind
         costs: (costs.build_secs > 0.0 || costs.run_secs > 0.0).then_some(MeasuredCosts {
             build_secs: costs.build_secs,
             run_secs: costs.run_secs,
+            boot_secs: (costs.boot_secs > 0.0).then_some(costs.boot_secs),
         }),
     }
 }

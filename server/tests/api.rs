@@ -346,6 +346,50 @@ async fn a_run_s_distance_from_its_deployment_is_read_back_for_the_engine() {
     assert_eq!(read, [Some(0), Some(7), None]);
 }
 
+/// What a boot costs is measured as it goes: a run that came first after a deployment holds
+/// its boot (the ssh runner times it from before the boot), so its median over that of the
+/// runs after it is the boot's cost, which sets how many runs one boot is worth.
+#[tokio::test]
+async fn a_boot_s_cost_is_read_from_the_runs_that_followed_one() {
+    let f = with_repo().await;
+    let (tid, runs, h1, _) = a_claimed_task(&f).await;
+    assert!(runs >= 3, "{runs}");
+    let job_spec: i64 = sqlx::query_scalar("SELECT job_spec_id FROM tasks WHERE id = $1")
+        .bind(tid)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    let costs = |f: &common::Fixture| {
+        let db = f.state.db.clone();
+        async move {
+            let mut conn = db.acquire().await.unwrap();
+            perfbisect_server::findings::measured_costs(&mut conn, job_spec)
+                .await
+                .unwrap()
+        }
+    };
+    let t0 = chrono::Utc::now();
+    let at = |secs: i64| (t0 + chrono::Duration::seconds(secs)).to_rfc3339();
+    // A run of the local runner says nothing of deployments: no boot cost is known.
+    let run = |iteration: i32, from: i64, to: i64, environment: Value| {
+        json!({"iteration": iteration, "completed": true, "metrics": {"t.x": 2.0},
+               "started_at": at(from), "finished_at": at(to), "environment": environment})
+    };
+    let path = format!("/api/v1/worker/tasks/{tid}/runs");
+    let (s, v) = call(&f, "POST", &path, Some(&h1), Some(run(0, 0, 10, json!({})))).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    assert_eq!(costs(&f).await.boot_secs, 0.0);
+    // A boot of 90 s before the first run of a deployment, 10 s runs after it.
+    for (i, from, to, since) in [(1, 10, 110, 0), (2, 110, 120, 1)] {
+        let body = run(i, from, to, json!({"runs_since_deploy": since}));
+        let (s, v) = call(&f, "POST", &path, Some(&h1), Some(body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let c = costs(&f).await;
+    assert!((c.boot_secs - 90.0).abs() < 1e-6, "{c:?}");
+    assert!((c.boot_in_runs() - 9.0).abs() < 1e-6, "{c:?}");
+}
+
 /// The uploads one statement stores together (`store::runs::upload_batch`) are each judged on
 /// their own: in one batch, a valid run is stored, and a run out of the task's range, one by a
 /// host that does not hold the task, one with an unknown token, one to a task that does not

@@ -1179,16 +1179,13 @@ fn sign_e(d: &[f64]) -> f64 {
     log_e.min(700.0).exp()
 }
 
-/// A boot's cost in runs, assumed (what a deployment costs is not measured yet): a kexec or
-/// a reboot of a test host takes about as long as one benchmark run.
-const BOOT_IN_RUNS: f64 = 1.0;
-
-/// Runs worth taking on one deployment when a boot's level varies ρ times the runs' variance:
-/// a deployment of m runs costs B + m and its mean carries σ²(ρ + 1/m), so the information
-/// per unit of machine time, 1 / ((ρ + 1/m)(B + m)), is largest at m = √(B/ρ).
-fn runs_per_boot(boot_ratio: f64) -> u32 {
+/// Runs worth taking on one deployment when a boot's level varies ρ times the runs' variance
+/// and a boot costs `boot_in_runs` runs (B, `Costs::boot_in_runs`): a deployment of m runs
+/// costs B + m and its mean carries σ²(ρ + 1/m), so the information per unit of machine
+/// time, 1 / ((ρ + 1/m)(B + m)), is largest at m = √(B/ρ).
+fn runs_per_boot(boot_ratio: f64, boot_in_runs: f64) -> u32 {
     if boot_ratio > 0.0 {
-        ((BOOT_IN_RUNS / boot_ratio).sqrt().round() as u32).max(1)
+        ((boot_in_runs / boot_ratio).sqrt().round().min(1e6) as u32).max(1)
     } else {
         u32::MAX
     }
@@ -1201,7 +1198,7 @@ fn runs_per_boot(boot_ratio: f64) -> u32 {
 /// deployments show such a variance, a request takes no more runs than one boot is worth.
 /// Couples alternate their two commits, so each of their runs is a deployment already.
 fn deploy_fresh(mut requests: Vec<Request>, ev: &Evidence, boot_ratio: f64) -> Vec<Request> {
-    let per_boot = runs_per_boot(boot_ratio);
+    let per_boot = runs_per_boot(boot_ratio, ev.costs.boot_in_runs());
     for r in requests.iter_mut().filter(|r| r.pair_with.is_none()) {
         let measured = !ev.at(r.point).is_empty()
             || ev.failed.get(&r.point).is_some_and(|&n| n > 0)
@@ -2722,9 +2719,18 @@ mod tests {
     fn with_boot_variance_a_request_takes_what_one_boot_is_worth() {
         // (ρ + 1/m)(B + m) is least at m = √(B/ρ), B one run: ρ = 2.25 (a 3% boot level at
         // CV 2%) wants one run a boot, ρ = 0.1 three, no boot variance any number.
-        assert_eq!(runs_per_boot(2.25), 1);
-        assert_eq!(runs_per_boot(0.1), 3);
-        assert_eq!(runs_per_boot(0.0), u32::MAX);
+        assert_eq!(runs_per_boot(2.25, 1.0), 1);
+        assert_eq!(runs_per_boot(0.1, 1.0), 3);
+        assert_eq!(runs_per_boot(0.0, 1.0), u32::MAX);
+        // A boot that costs nine runs (a slow firmware): three runs a boot at ρ = 1.
+        assert_eq!(runs_per_boot(1.0, 9.0), 3);
+        let costs = crate::Costs {
+            build_secs: 0.0,
+            run_secs: 20.0,
+            boot_secs: 180.0,
+        };
+        assert_eq!(costs.boot_in_runs(), 9.0);
+        assert_eq!(crate::Costs::default().boot_in_runs(), 1.0);
         let mut ev = Evidence::default();
         deploy(&mut ev, Point::Candidate(3), 0, &[1.0, 2.0]);
         let asked = vec![

@@ -268,12 +268,15 @@ pub struct Taken {
     pub seq: u32,
 }
 
-/// Machine time of one build and one run, in seconds (0: not measured yet). The engine only
-/// uses their ratio, so any unit works as long as both share it.
+/// Machine time of one build, one run and one boot, in seconds (0: not measured yet). The
+/// engine only uses their ratios, so any unit works as long as all share it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Costs {
     pub build_secs: f64,
     pub run_secs: f64,
+    /// What a deployment adds to the run after it (a boot on a runner that keeps what it
+    /// booted): 0 where no runner says which runs came right after one.
+    pub boot_secs: f64,
 }
 
 impl Costs {
@@ -281,6 +284,16 @@ impl Costs {
     pub fn build_in_runs(&self) -> f64 {
         if self.build_secs > 0.0 && self.run_secs > 0.0 {
             (self.build_secs / self.run_secs).clamp(0.0, 1e4)
+        } else {
+            1.0
+        }
+    }
+
+    /// A boot's cost in runs (1 when unknown: a kexec or a reboot of a test host takes about
+    /// as long as one benchmark run).
+    pub fn boot_in_runs(&self) -> f64 {
+        if self.boot_secs > 0.0 && self.run_secs > 0.0 {
+            (self.boot_secs / self.run_secs).clamp(0.01, 1e4)
         } else {
             1.0
         }

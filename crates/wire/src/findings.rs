@@ -61,4 +61,8 @@ pub struct CandidateProbability {
 pub struct MeasuredCosts {
     pub build_secs: f64,
     pub run_secs: f64,
+    /// What a boot adds to the run after it, where the runner says which runs followed a
+    /// boot (`runs_since_deploy`) and some did not.
+    #[serde(default)]
+    pub boot_secs: Option<f64>,
 }

@@ -292,10 +292,7 @@ pub async fn for_change<'e>(
 
 /// Median machine time of a build (a task's start to its first run) and of a run, over
 /// every task of this job spec so far (earlier bisects of the same job included).
-pub async fn median_costs(
-    tx: &mut sqlx::PgConnection,
-    job_spec: i64,
-) -> sqlx::Result<(Option<f64>, Option<f64>)> {
+pub async fn median_costs(tx: &mut sqlx::PgConnection, job_spec: i64) -> sqlx::Result<MedianCosts> {
     let r = sqlx::query!(
         "SELECT
            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first_run - t.started_at))::float8
@@ -303,10 +300,34 @@ pub async fn median_costs(
               JOIN LATERAL (SELECT min(r.started_at) AS first_run FROM runs r WHERE r.task_id = t.id) f ON true
              WHERE t.job_spec_id = $1 AND t.started_at IS NOT NULL AND f.first_run IS NOT NULL) AS build,
            (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.started_at))::float8
-              FROM runs r JOIN tasks t ON t.id = r.task_id WHERE t.job_spec_id = $1) AS run",
+              FROM runs r JOIN tasks t ON t.id = r.task_id WHERE t.job_spec_id = $1) AS run,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.started_at))::float8
+              FROM runs r JOIN tasks t ON t.id = r.task_id
+             WHERE t.job_spec_id = $1 AND r.completed
+               AND (r.environment ->> 'runs_since_deploy')::int8 = 0) AS first_after_deploy,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.finished_at - r.started_at))::float8
+              FROM runs r JOIN tasks t ON t.id = r.task_id
+             WHERE t.job_spec_id = $1 AND r.completed
+               AND (r.environment ->> 'runs_since_deploy')::int8 > 0) AS later",
         job_spec,
     )
     .fetch_one(tx)
     .await?;
-    Ok((r.build, r.run))
+    Ok(MedianCosts {
+        build: r.build,
+        run: r.run,
+        first_after_deploy: r.first_after_deploy,
+        later: r.later,
+    })
+}
+
+/// Median durations, in seconds, of a job's builds and runs (`None`: none yet). A run of
+/// `first_after_deploy` holds its boot (the ssh runner times a run from before it boots);
+/// `later` runs followed another run of the same deployment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MedianCosts {
+    pub build: Option<f64>,
+    pub run: Option<f64>,
+    pub first_after_deploy: Option<f64>,
+    pub later: Option<f64>,
 }
