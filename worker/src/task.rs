@@ -240,13 +240,7 @@ async fn work_inner(
     let done: HashSet<u32> = task.done_iterations.iter().copied().collect();
     let mut booted: HashSet<String> = HashSet::new();
     let scratch = w.config.work_dir.join("scratch");
-    if task.fresh_deploy
-        && let Some(host) = w.ssh.as_mut()
-    {
-        // The engine wants a boot of its own for these runs, even where the host already
-        // runs the commit (runs of one boot share its level).
-        host.redeploy();
-    }
+    begin_deployment(task, w.ssh.as_mut());
     for iteration in (0..total).filter(|i| !done.contains(i)) {
         if *shutdown.borrow() != Shutdown::Running {
             return Ok(stopped("worker shutting down"));
@@ -358,6 +352,18 @@ async fn work_inner(
         Ok(()) => Ok(Finish::Reported),
         Err(e) if taken_away(&e) => Ok(Finish::Reported),
         Err(e) => Err(e).context("completing the task"),
+    }
+}
+
+/// Before a task's first run: a task that asks for a deployment of its own makes the ssh
+/// host boot its commit again even where it already runs it (runs of one boot share its
+/// level, so the engine measures a commit again on a new boot). A VM a run boots anyway, and
+/// the local runner deploys nothing.
+pub fn begin_deployment(task: &TaskAssignment, ssh: Option<&mut deploy::ssh::SshHost>) {
+    if task.fresh_deploy
+        && let Some(host) = ssh
+    {
+        host.redeploy();
     }
 }
 

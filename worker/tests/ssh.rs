@@ -158,8 +158,21 @@ async fn boots_once_through_the_hook_checks_the_kernel_and_runs_on_the_host() {
     assert_eq!(sshd.hook_calls(), 3);
     assert_eq!(fourth.environment.runs_since_deploy, Some(0));
     // A task that asks for a deployment of its own boots the commit the host already runs,
-    // and its runs count from that boot.
-    host.redeploy();
+    // and its runs count from that boot; one that does not, runs on the boot it finds.
+    let mut task: perfbisect_wire::worker::TaskAssignment = serde_json::from_value(
+        serde_json::json!({"task_id": 1, "bisect_id": 1, "repository_url": "/r.git",
+            "sha": "c1", "job": common::job(JOB), "job_hash": "h", "metric": "hostbench.score",
+            "runs": 2, "lease_expires_at": chrono::Utc::now()}),
+    )
+    .unwrap();
+    assert!(
+        !task.fresh_deploy,
+        "absent from an older server's assignment: false"
+    );
+    perfbisect_worker::task::begin_deployment(&task, Some(&mut host));
+    assert!(!host.needs_boot("c1"));
+    task.fresh_deploy = true;
+    perfbisect_worker::task::begin_deployment(&task, Some(&mut host));
     assert!(host.needs_boot("c1"));
     let fifth = run(&mut host, JOB, &a, "c1", &scratch).await.unwrap();
     assert_eq!(sshd.hook_calls(), 4);
