@@ -429,6 +429,7 @@ fn robust_weights(
     zs: &[Vec<f64>],
     good: Option<usize>,
     bad: Option<usize>,
+    intermittent: bool,
 ) -> (Vec<Vec<f64>>, f64, Tail) {
     let endpoint_median = |i: Option<usize>| {
         i.filter(|&i| !zs[i].is_empty())
@@ -486,7 +487,11 @@ fn robust_weights(
         let rms = (fit.iter().map(|x| x * x).sum::<f64>() / fit.len().max(1) as f64).sqrt();
         return (ones(), rms, Tail::Gaussian);
     }
-    let choices: &[Option<f64>] = if fit.len() >= 20 {
+    // Runs that show an intermittent change are the change, not noise to weigh down: heavy
+    // tails and wild runs explained them away (P(no change) 0.95 with a +2.5% step).
+    let choices: &[Option<f64>] = if intermittent {
+        &[None]
+    } else if fit.len() >= 20 {
         &[None, Some(10.0), Some(5.0), Some(3.0)]
     } else {
         &[Some(10.0)]
@@ -503,7 +508,7 @@ fn robust_weights(
     // those as clearly again: Student-t down-weights every run a little and its fit is
     // tempered to (ν+1)/(ν+3) of the runs' information (0.67 at ν = 3); the core keeps
     // nearly all of it.
-    if fit.len() >= 20 {
+    if fit.len() >= 20 && !intermittent {
         let (ll, sc, eps) = fit_wild(&fit, mad);
         if ll - 2.0 * choices.len() as f64 > best {
             let (s2, k2) = (sc * sc, WILD_SPREAD * WILD_SPREAD);
@@ -637,7 +642,13 @@ pub(crate) fn belief(
     let bad_i = points
         .iter()
         .position(|&p| p == Point::Candidate(graph.bad()));
-    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i);
+    let intermittent = crate::intermittent::runs_to_show(
+        ev.at(Point::Good),
+        ev.at(Point::Candidate(graph.bad())),
+        u32::MAX,
+    )
+    .is_some();
+    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i, intermittent);
     let (tail, wild) = match shape {
         Tail::Gaussian => (None, None),
         Tail::StudentT(nu) => (Some(nu), None),
@@ -1920,8 +1931,21 @@ fn decide_with(
             candidates: top(20),
         })
     };
+    // A change the bad endpoint shows in some runs only: each commit the search measures gets
+    // the runs that show it (`intermittent`).
+    let to_show = crate::intermittent::runs_to_show(ev.at(Point::Good), ev.at(bad_point), 4 * rpr);
     let measure = |phase, requests: Vec<Request>, why: String| {
-        let requests = cap(deploy_fresh(requests, ev, b.boot_ratio), budget);
+        let mut requests = deploy_fresh(requests, ev, b.boot_ratio);
+        if let Some(k) = to_show {
+            for r in requests
+                .iter_mut()
+                .filter(|r| r.pair_with.is_none() && !endpoints.contains(&r.point))
+            {
+                let have = ev.at(r.point).len() as u32 + pending_at(r.point);
+                r.runs = r.runs.max(k.saturating_sub(have));
+            }
+        }
+        let requests = cap(requests, budget);
         if requests.is_empty() {
             if in_flight == 0 {
                 return run_out("");
@@ -2555,7 +2579,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        let (weights, scale, shape) = robust_weights(&wild, Some(0), Some(1));
+        let (weights, scale, shape) = robust_weights(&wild, Some(0), Some(1), false);
         let Tail::Wild(eps) = shape else {
             panic!("chose {shape:?}");
         };
@@ -2574,7 +2598,7 @@ mod tests {
         let heavy: Vec<Vec<f64>> = (0..8)
             .map(|_| (0..12).map(|_| 0.02 * t3.sample(&mut rng)).collect())
             .collect();
-        let (_, _, shape) = robust_weights(&heavy, Some(0), Some(1));
+        let (_, _, shape) = robust_weights(&heavy, Some(0), Some(1), false);
         assert!(matches!(shape, Tail::StudentT(_)), "chose {shape:?}");
         // Gaussian noise stays Gaussian.
         let clean: Vec<Vec<f64>> = (0..8)
@@ -2587,7 +2611,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        let (_, _, shape) = robust_weights(&clean, Some(0), Some(1));
+        let (_, _, shape) = robust_weights(&clean, Some(0), Some(1), false);
         assert_eq!(shape, Tail::Gaussian);
     }
 

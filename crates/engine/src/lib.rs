@@ -28,6 +28,7 @@ pub mod budget;
 mod dag;
 mod decide;
 mod drift;
+mod intermittent;
 pub mod sim;
 mod stats;
 pub mod synth;
