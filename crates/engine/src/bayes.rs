@@ -173,6 +173,9 @@ pub(crate) struct Belief {
     /// The boot variance over the run variance (ρ, see `boots`): 0 unless the points'
     /// deployments show one. A new run, deployed apart, then weighs 1/(1 + ρ) of one.
     pub boot_ratio: f64,
+    /// Runs a commit needs to show an intermittent change, when the endpoints show one
+    /// (`intermittent`; its runs then weigh alike).
+    pub to_show: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -642,13 +645,12 @@ pub(crate) fn belief(
     let bad_i = points
         .iter()
         .position(|&p| p == Point::Candidate(graph.bad()));
-    let intermittent = crate::intermittent::runs_to_show(
+    let to_show = crate::intermittent::runs_to_show(
         ev.at(Point::Good),
         ev.at(Point::Candidate(graph.bad())),
         u32::MAX,
-    )
-    .is_some();
-    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i, intermittent);
+    );
+    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i, to_show.is_some());
     let (tail, wild) = match shape {
         Tail::Gaussian => (None, None),
         Tail::StudentT(nu) => (Some(nu), None),
@@ -960,6 +962,7 @@ pub(crate) fn belief(
         means,
         noise_ratio: noise_ratio.filter(|_| fixed.is_none()),
         boot_ratio,
+        to_show,
     }
 }
 
@@ -1932,8 +1935,8 @@ fn decide_with(
         })
     };
     // A change the bad endpoint shows in some runs only: each commit the search measures gets
-    // the runs that show it (`intermittent`).
-    let to_show = crate::intermittent::runs_to_show(ev.at(Point::Good), ev.at(bad_point), 4 * rpr);
+    // the runs that show it (`intermittent`), a few requests' worth at most.
+    let to_show = b.to_show.map(|k| k.min(4 * rpr));
     let measure = |phase, requests: Vec<Request>, why: String| {
         let mut requests = deploy_fresh(requests, ev, b.boot_ratio);
         if let Some(k) = to_show {
