@@ -18,6 +18,8 @@
 //! shifted favours it). A good endpoint with runs in the second level is noise with wild runs
 //! on both sides, not this.
 
+use crate::stats::Summary;
+
 /// Log-likelihood ratio (mixture over shift) the bad endpoint's runs must reach.
 const MIN_LOG_RATIO: f64 = 3.0;
 /// Runs the bad endpoint needs before it can say.
@@ -35,11 +37,11 @@ pub(crate) fn runs_to_show(good: &[f64], bad: &[f64], most: u32) -> Option<u32> 
     if good.len() < 3 || bad.len() < MIN_BAD_RUNS {
         return None;
     }
-    let (mg, sg) = mean_sd(&good);
+    let (g, b) = (Summary::of(&good)?, Summary::of(&bad)?);
+    let (mg, sg, mb, sb) = (g.mean, g.stddev, b.mean, b.stddev);
     if sg <= 0.0 {
         return None;
     }
-    let (mb, sb) = mean_sd(&bad);
     let ln_phi = |x: f64, m: f64, s: f64| {
         -0.5 * ((x - m) / s).powi(2) - s.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln()
     };
@@ -85,13 +87,6 @@ pub(crate) fn runs_to_show(good: &[f64], bad: &[f64], most: u32) -> Option<u32> 
     }
     let k = (MISS.ln() / (1.0 - q).ln()).ceil();
     Some((k as u32).clamp(2, most.max(2)))
-}
-
-fn mean_sd(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    (m, var.sqrt())
 }
 
 #[cfg(test)]
