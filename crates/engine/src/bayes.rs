@@ -126,6 +126,9 @@ const PARTIAL_SEARCH: f64 = 0.5;
 const PREDICT_OVERHEAD: f64 = 2.5;
 /// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
 const DIRECTION_T: f64 = 3.0;
+/// A commit's probability of carrying the change (or not) at which its runs may join an
+/// endpoint's to show an intermittent change.
+const SURE_SIDE: f64 = 0.99;
 
 /// The engine's belief after the evidence.
 #[derive(Debug, Clone)]
@@ -176,6 +179,10 @@ pub(crate) struct Belief {
     /// Runs a commit needs to show an intermittent change, when the endpoints show one
     /// (`intermittent`; its runs then weigh alike).
     pub to_show: Option<u32>,
+    /// The level runs are taken relative to (the median of all runs): a run y is y/r − 1.
+    pub reference: f64,
+    /// The intermittent change the runs show, relative to `reference` (None: none shown).
+    pub mixture: Option<crate::intermittent::Mixture>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -605,6 +612,65 @@ pub(crate) fn belief(
     no_change_prior: f64,
     fixed: Option<&[bool]>,
 ) -> Belief {
+    let b = belief_with(graph, ev, settings, allowed, no_change_prior, fixed, None);
+    if b.to_show.is_some() || fixed.is_some() {
+        return b;
+    }
+    // The endpoints' runs may be too few to show an intermittent change (eight runs, four
+    // of them far, fit one wide level about as well); the commits the belief already
+    // places surely on either side hold more of the same two distributions.
+    let sure = |want_bad: bool| -> Vec<f64> {
+        b.means
+            .keys()
+            .filter(|p| match p {
+                Point::Good => !want_bad,
+                Point::Candidate(c) => {
+                    let pb = b.bad.get(*c).copied().unwrap_or(0.0);
+                    if want_bad {
+                        pb >= SURE_SIDE
+                    } else {
+                        pb <= 1.0 - SURE_SIDE
+                    }
+                }
+            })
+            .flat_map(|&p| ev.at(p).iter().copied())
+            .collect()
+    };
+    match crate::intermittent::fit(&sure(false), &sure(true)) {
+        // Fitted to the runs as measured; the belief works relative to its reference level.
+        Some(m) => {
+            let r = b.reference;
+            let m = crate::intermittent::Mixture {
+                core: m.core / r - 1.0,
+                far: m.far / r - 1.0,
+                scale: m.scale / r,
+                ..m
+            };
+            belief_with(
+                graph,
+                ev,
+                settings,
+                allowed,
+                no_change_prior,
+                fixed,
+                Some(m),
+            )
+        }
+        None => b,
+    }
+}
+
+/// The belief under the intermittent change `mixture` when given, else under the one the
+/// endpoints show, if any.
+fn belief_with(
+    graph: &CandidateGraph,
+    ev: &Evidence,
+    settings: &Settings,
+    allowed: &[bool],
+    no_change_prior: f64,
+    fixed: Option<&[bool]>,
+    mixture: Option<crate::intermittent::Mixture>,
+) -> Belief {
     let n = graph.len();
     // Points with samples: the good endpoint first, then measured candidates.
     let mut points: Vec<Point> = Vec::new();
@@ -645,12 +711,13 @@ pub(crate) fn belief(
     let bad_i = points
         .iter()
         .position(|&p| p == Point::Candidate(graph.bad()));
-    let to_show = crate::intermittent::runs_to_show(
-        ev.at(Point::Good),
-        ev.at(Point::Candidate(graph.bad())),
-        u32::MAX,
-    );
-    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i, to_show.is_some());
+    let mixture = mixture.or_else(|| {
+        good_i
+            .zip(bad_i)
+            .and_then(|(g, b)| crate::intermittent::fit(&zs[g], &zs[b]))
+    });
+    let to_show = mixture.map(|m| m.runs_to_show());
+    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i, mixture.is_some());
     let (tail, wild) = match shape {
         Tail::Gaussian => (None, None),
         Tail::StudentT(nu) => (Some(nu), None),
@@ -876,6 +943,33 @@ pub(crate) fn belief(
             }
         })
         .collect();
+    // An intermittent change: a commit that carries it is a mixture of the good level and
+    // the far one, not a shifted copy. Under the shift, runs of a changed commit that
+    // happened not to show it read as good for certain (k such runs: about k·d²/2σ² nats);
+    // under the mixture, as what they are worth, k·ln(1 − q). The mixture's parameters are
+    // the endpoints'; each hypothesis is the sum of its changed points' log ratios.
+    let (log_ml, log_ml0) = match mixture.filter(|_| fixed.is_none()) {
+        Some(m) => {
+            let lr: Vec<f64> = zs
+                .iter()
+                .map(|v| v.iter().map(|&z| m.log_ratio(z)).sum())
+                .collect();
+            let log_ml = sig_rows
+                .iter()
+                .map(|&c| {
+                    let row = &bits[c * words..(c + 1) * words];
+                    measured
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| row[j / 64] >> (j % 64) & 1 == 1)
+                        .map(|(_, &(_, i))| lr[i])
+                        .sum()
+                })
+                .collect();
+            (log_ml, 0.0)
+        }
+        None => (log_ml, log_ml0),
+    };
 
     let allowed_count = allowed.iter().filter(|&&a| a).count().max(1) as f64;
     let log_prior = ((1.0 - no_change_prior) / allowed_count).ln();
@@ -963,6 +1057,8 @@ pub(crate) fn belief(
         noise_ratio: noise_ratio.filter(|_| fixed.is_none()),
         boot_ratio,
         to_show,
+        reference,
+        mixture: mixture.filter(|_| fixed.is_none()),
     }
 }
 
@@ -1310,6 +1406,23 @@ fn verification<'a>(
 /// The known-noise, t and sign e-values judge the couples' differences alone; the swap
 /// e-value ([`swap_e`]) also sees a change of noise. Their weighted average is an e-value.
 fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)], bad: usize) -> f64 {
+    // An intermittent change: a couple's difference is 0 in most couples and the far level
+    // in some, on either side when both commits carry the change; a normal test of the
+    // differences read a few such couples as a step. The swap e-value with the mixture's
+    // densities keeps its bound whatever f is, and a couple where only the parent shows
+    // the change all but zeroes it.
+    if let Some(m) = b.mixture {
+        let r = b.reference;
+        let log_e: f64 = pairs
+            .iter()
+            .filter(|(a, c)| a.is_finite() && c.is_finite())
+            .map(|&(a, c)| {
+                let llr = m.log_ratio(a / r - 1.0) - m.log_ratio(c / r - 1.0);
+                std::f64::consts::LN_2 - (-llr).exp().ln_1p()
+            })
+            .sum();
+        return log_e.min(700.0).exp();
+    }
     // A couple's two runs are two deployments on a runner that boots each commit, so each
     // carries a boot's level of its own: the known noise of a difference counts it (with
     // a run's noise alone, a per-boot level of 3% at CV 2% passed couples of two commits
