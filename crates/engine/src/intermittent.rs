@@ -6,11 +6,13 @@
 //! whose few runs happened not to show it reads as good far more surely than it is (k runs
 //! show nothing with probability (1 − q)^k): at q = 1/4, bisect-sim named a wrong commit in
 //! 1.3% of 1000 bisects. And the robust likelihood weighed the runs that showed it as wild
-//! runs, so half the bisects ended in "no change" (P 0.95 with a +2.5% step). Until the
-//! model holds a mixture: once the endpoints show such a change, every run weighs alike
-//! (`bayes::robust_weights`), and the search measures each commit with enough runs that a
-//! changed one shows the change but for a 2% chance. bisect-sim, q = 1/4, 1000 trials:
-//! 48.1% exact, 0.6% wrong, 389 runs before; 98.1% exact, 0.5% wrong, 322.6 runs with it.
+//! runs, so half the bisects ended in "no change" (P 0.95 with a +2.5% step). Once the runs
+//! show such a change, the belief is judged under the [`Mixture`] (each run's
+//! [`Mixture::log_ratio`]), every run weighs alike (`bayes::robust_weights`), the search
+//! measures each commit with enough runs that a changed one shows the change but for a 2%
+//! chance, and verification uses the swap e-value with the mixture's densities.
+//! bisect-sim, 200 trials: q = 0.1 57% exact, 1.5% wrong → 84%, 0; q = 0.25 97.5%, 1.5%
+//! → 99.0%, 0.5% (the engine's README has the rest).
 //!
 //! The bad endpoint's runs tell it: a mixture of the good endpoint's level and scale with a
 //! second level, against one level with a scale of its own (both fits have two free
