@@ -619,9 +619,12 @@ pub(crate) fn belief(
     // The endpoints' runs may be too few to show an intermittent change (eight runs, four
     // of them far, fit one wide level about as well); the commits the belief already
     // places surely on either side hold more of the same two distributions.
+    // In the points' order, not the map's: the same evidence gives the same belief.
+    let mut points: Vec<Point> = b.means.keys().copied().collect();
+    points.sort();
     let sure = |want_bad: bool| -> Vec<f64> {
-        b.means
-            .keys()
+        points
+            .iter()
             .filter(|p| match p {
                 Point::Good => !want_bad,
                 Point::Candidate(c) => {
