@@ -220,7 +220,9 @@ mod tests {
         wild_good.push(130.0);
         let bad = runs(7, 16, 100.0, 2.0, 0.25, 30.0);
         assert_eq!(fit(&wild_good, &bad).map(|m| m.runs_to_show()), None);
-        // Wild runs on the bad side only, but spread over 20–100% rather than one level.
+        // Wild runs on the bad side only, spread over 20–100% rather than one level: the
+        // far component has the core's scale, so two levels do not beat one (the far runs'
+        // own spread check, FAR_SPREAD, is not what turns these away).
         let mut spread = runs(8, 16, 100.0, 2.0, 0.0, 0.0);
         spread[3] = 125.0;
         spread[9] = 170.0;
