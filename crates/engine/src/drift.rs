@@ -8,7 +8,13 @@
 //! more probable than "no drift" (Zellner's g-prior Bayes factor and the prior odds against
 //! a drifting host), and is then removed from every sample before the hypotheses are
 //! compared. A warm-up (each host's first runs off by a·exp(−r/τ), r the host's run count)
-//! competes with the trends the same way. A cold start (each task's first runs of a commit
+//! competes with the trends the same way, and so does a step: every run from some moment on
+//! off by one amount (a neighbour that starts to load the lab, a governor or firmware
+//! change). No trend of low degree follows a step, and a trend that passes midway through it
+//! moves the points measured near it in opposite directions. The step's odds are summed
+//! over a grid of moments, the likeliest grid moment is refined to the run, and the step
+//! removed is averaged over the moments with their posterior weights, so a point measured
+//! where the re-measured runs cannot place the step is moved only in part. A cold start (each task's first runs of a commit
 //! off by c·exp(−s/τ), s the run's place in its task: a freshly booted kernel, caches not
 //! yet filled) is fitted beside either, since it comes with every deployment rather than
 //! once a host.
@@ -30,6 +36,13 @@ const MIN_FREE: usize = 30;
 const WARMUP_PRIOR: f64 = 0.3;
 /// Time constants of warm-up considered, in runs of the host.
 const WARMUP_RUNS: [f64; 3] = [4.0, 10.0, 25.0];
+/// Prior probability that the lab's level steps once during a bisect (a neighbour starts to
+/// load the hosts, a firmware or governor change, a cooling fault), split evenly over the
+/// moments of the grid in [`step_times`]. Sudden, so no trend of low degree describes it.
+const STEP_PRIOR: f64 = 0.1;
+/// Moments a step is first looked for at (evenly spaced quantiles of the runs' times); the
+/// likeliest is then refined to the run.
+const STEP_TIMES: usize = 16;
 /// Within-point degrees of freedom needed before a cold start alone is considered. From 8
 /// (the endpoints' first two tasks of five runs each), against MIN_FREE: bisect-sim's cold
 /// cells took 128.5 → 116.9 runs (5%) and 119.2 → 116.5 (15%), and their first budget
@@ -139,6 +152,26 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
                 .collect()
         })
         .collect();
+    // A step: every run from some moment on off by one amount. Seen, like a trend, only
+    // through the points measured on both sides of that moment.
+    let mut moments: Vec<f64> = times.iter().flatten().copied().collect();
+    moments.sort_by(f64::total_cmp);
+    moments.dedup();
+    let moments = moments.split_off(1);
+    let step_col = |at: f64| -> Vec<f64> {
+        times
+            .iter()
+            .flat_map(|t| {
+                demean(
+                    &t.iter()
+                        .map(|&t| f64::from(u8::from(t >= at)))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect()
+    };
+    let mut steps = step_times(&moments);
+    let mut step_cols: Vec<Vec<f64>> = steps.iter().map(|&at| step_col(at)).collect();
     // Warm-up: a host's first runs slower (or faster), decaying as exp(−r/τ) in its run count.
     let warm = |tau: f64, r: f64| (-r / tau).exp();
     let warm_cols: Vec<Vec<f64>> = WARMUP_RUNS
@@ -210,6 +243,8 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
     let warm_odds = (WARMUP_PRIOR / WARMUP_RUNS.len() as f64 / (1.0 - WARMUP_PRIOR)).ln();
     let host_odds = (HOST_PRIOR / (1.0 - HOST_PRIOR)).ln();
     let cold_odds = (COLD_PRIOR / COLD_RUNS.len() as f64 / (1.0 - COLD_PRIOR)).ln();
+    // Per moment of the grid, each standing for the moments around it.
+    let step_odds = (STEP_PRIOR / steps.len().max(1) as f64 / (1.0 - STEP_PRIOR)).ln();
     let mut cold_models: Vec<(Option<usize>, f64)> = vec![(None, 0.0)];
     cold_models.extend(
         cold_cols
@@ -221,7 +256,52 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
     let mut time_models: Vec<(Time, f64)> = vec![(Time::None, 0.0)];
     time_models.extend((1..=MAX_DEGREE).map(|d| (Time::Trend(d), drift_odds)));
     time_models.extend((0..WARMUP_RUNS.len()).map(|i| (Time::Warm(i), warm_odds)));
+    time_models.extend(
+        (0..steps.len())
+            .filter(|&i| step_cols[i].iter().map(|x| x * x).sum::<f64>() > 1e-9)
+            .map(|i| (Time::Step(i), step_odds)),
+    );
+    // One model's log posterior odds against none and its coefficients, shrunk as their
+    // posterior mean is (by g / (1 + g)); None when it cannot be fitted.
+    let evaluate = |time: Time,
+                    step_cols: &[Vec<f64>],
+                    cold_at: Option<usize>,
+                    with_hosts: bool,
+                    odds: f64|
+     -> Option<Fit> {
+        let mut design: Vec<&[f64]> = Vec::new();
+        match time {
+            Time::None => {}
+            Time::Trend(d) => design.extend(cols[..d].iter().map(Vec::as_slice)),
+            Time::Warm(i) => design.push(&warm_cols[i]),
+            Time::Step(i) => design.push(&step_cols[i]),
+        }
+        if let Some(c) = cold_at.and_then(|i| cold_cols[i].as_deref()) {
+            design.push(c);
+        }
+        if with_hosts {
+            design.extend(host_cols.iter().map(|c| c.1.as_slice()));
+        }
+        let k = design.len() as f64;
+        if design.is_empty() || nf <= k {
+            return None;
+        }
+        let beta = least_squares(&design, &y)?;
+        let resid: Vec<f64> = (0..y.len())
+            .map(|i| y[i] - design.iter().zip(&beta).map(|(c, b)| b * c[i]).sum::<f64>())
+            .collect();
+        let r2 = (1.0 - ss(&resid) / ss0).clamp(0.0, 1.0);
+        let log_bf = (nf - k) / 2.0 * (1.0 + g).ln() - nf / 2.0 * (1.0 + g * (1.0 - r2)).ln();
+        Some(Fit {
+            log_odds: log_bf + odds + if with_hosts { host_odds } else { 0.0 },
+            time,
+            cold_at,
+            with_hosts,
+            beta: beta.iter().map(|b| b * g / (1.0 + g)).collect(),
+        })
+    };
     let mut best: Option<Fit> = None;
+    let mut step_fits: Vec<Fit> = Vec::new();
     for with_hosts in [false, true] {
         if with_hosts && (host_cols.is_empty() || only_cold) {
             continue;
@@ -233,87 +313,133 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
             if only_cold && !matches!(time, Time::None) {
                 continue;
             }
-            let odds = time_odds + cold_odds;
-            let mut design: Vec<&[f64]> = Vec::new();
-            match time {
-                Time::None => {}
-                Time::Trend(d) => design.extend(cols[..d].iter().map(Vec::as_slice)),
-                Time::Warm(i) => design.push(&warm_cols[i]),
-            }
-            if let Some(c) = cold_at.and_then(|i| cold_cols[i].as_deref()) {
-                design.push(c);
-            }
-            if with_hosts {
-                design.extend(host_cols.iter().map(|c| c.1.as_slice()));
-            }
-            if design.is_empty() {
-                continue;
-            }
-            let Some(beta) = least_squares(&design, &y) else {
+            let Some(fit) = evaluate(time, &step_cols, cold_at, with_hosts, time_odds + cold_odds)
+            else {
                 continue;
             };
-            let resid: Vec<f64> = (0..y.len())
-                .map(|i| y[i] - design.iter().zip(&beta).map(|(c, b)| b * c[i]).sum::<f64>())
-                .collect();
-            let r2 = (1.0 - ss(&resid) / ss0).clamp(0.0, 1.0);
-            let k = design.len() as f64;
-            if nf <= k {
-                continue;
-            }
-            let log_bf = (nf - k) / 2.0 * (1.0 + g).ln() - nf / 2.0 * (1.0 + g * (1.0 - r2)).ln();
-            let log_odds = log_bf + odds + if with_hosts { host_odds } else { 0.0 };
-            if log_odds > best.as_ref().map_or(0.0, |b| b.log_odds) {
-                // The posterior mean of the coefficients shrinks the fit by g / (1 + g).
-                let shrunk = beta.iter().map(|b| b * g / (1.0 + g)).collect();
-                best = Some(Fit {
-                    log_odds,
-                    time,
-                    cold_at,
-                    with_hosts,
-                    beta: shrunk,
-                });
+            if matches!(time, Time::Step(_)) {
+                step_fits.push(fit);
+            } else if fit.log_odds > best.as_ref().map_or(0.0, |b| b.log_odds) {
+                best = Some(fit);
             }
         }
     }
-    let Some(Fit {
-        time,
-        cold_at,
-        with_hosts,
-        beta,
-        ..
-    }) = best
-    else {
-        return zs;
-    };
-    let time_terms = match time {
-        Time::None => 0,
-        Time::Trend(d) => d,
-        Time::Warm(_) => 1,
-    };
-    let cold_term = cold_at.map(|i| (COLD_RUNS[i], beta[time_terms]));
-    let host_level: HashMap<i64, f64> = if with_hosts {
-        host_cols
+    // A step's odds are summed over the grid's moments, each standing for those around it
+    // (the odds of "a step at some moment"), for the other terms that make it likeliest.
+    let mut step_model: Option<(f64, Option<usize>, bool)> = None;
+    for f in &step_fits {
+        let config = (f.cold_at, f.with_hosts);
+        if step_model.is_some_and(|m| (m.1, m.2) == config) {
+            continue;
+        }
+        let same = step_fits
             .iter()
-            .zip(&beta[time_terms + usize::from(cold_term.is_some())..])
-            .map(|(c, &b)| (c.0, b))
+            .filter(|g| (g.cold_at, g.with_hosts) == config);
+        let top = same
+            .clone()
+            .map(|g| g.log_odds)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let sum = top + same.map(|g| (g.log_odds - top).exp()).sum::<f64>().ln();
+        if step_model.is_none_or(|m| sum > m.0) {
+            step_model = Some((sum, config.0, config.1));
+        }
+    }
+    let floor = best.as_ref().map_or(0.0, |b| b.log_odds);
+    let step_model = step_model.filter(|m| m.0 > floor);
+    if let Some((_, cold_at, with_hosts)) = step_model {
+        step_fits.retain(|f| f.cold_at == cold_at && f.with_hosts == with_hosts);
+        // The grid finds roughly when the level stepped; every moment between the likeliest
+        // grid moment's neighbours is then tried too, since a moment off by a few runs
+        // misplaces the runs between. Each counts as one moment: the prior per moment is
+        // the same, so the posterior weighs them by their fit alone.
+        let top = step_fits
+            .iter()
+            .max_by(|a, b| a.log_odds.total_cmp(&b.log_odds))
+            .expect("a step model has fits");
+        let Time::Step(i) = top.time else {
+            unreachable!("only steps are kept here")
+        };
+        let lo = if i > 0 {
+            steps[i - 1]
+        } else {
+            f64::NEG_INFINITY
+        };
+        let hi = steps.get(i + 1).copied().unwrap_or(f64::INFINITY);
+        let odds = step_odds + cold_at.map_or(0.0, |_| cold_odds);
+        let fine: Vec<f64> = moments
+            .iter()
+            .copied()
+            .filter(|&t| t > lo && t < hi && t != steps[i])
+            .collect();
+        for at in fine {
+            steps.push(at);
+            step_cols.push(step_col(at));
+            if let Some(fit) = evaluate(
+                Time::Step(steps.len() - 1),
+                &step_cols,
+                cold_at,
+                with_hosts,
+                odds,
+            ) {
+                step_fits.push(fit);
+            }
+        }
+    }
+    // What one model says each sample owes to time, the task's start and the host.
+    let correction = |fit: &Fit, i: usize, j: usize| -> f64 {
+        let beta = &fit.beta;
+        let t = times[i][j];
+        let (in_time, time_terms) = match fit.time {
+            Time::None => (0.0, 0),
+            Time::Trend(d) => ((0..d).map(|k| beta[k] * u(t).powi(k as i32 + 1)).sum(), d),
+            Time::Warm(w) => (beta[0] * warm(WARMUP_RUNS[w], rank[i][j]), 1),
+            Time::Step(k) => (beta[0] * f64::from(u8::from(t >= steps[k])), 1),
+        };
+        let at_start = fit
+            .cold_at
+            .map_or(0.0, |c| beta[time_terms] * cold(COLD_RUNS[c], seqs[i][j]));
+        let host = if fit.with_hosts {
+            let first = time_terms + usize::from(fit.cold_at.is_some());
+            host_cols
+                .iter()
+                .zip(&beta[first..])
+                .find(|(c, _)| c.0 == hosts[i][j])
+                .map_or(0.0, |(_, &b)| b)
+        } else {
+            0.0
+        };
+        in_time + at_start + host
+    };
+    let chosen: Vec<(f64, &Fit)> = if step_model.is_some() {
+        // The step's moment is averaged over with the posterior's weights: a point measured
+        // only between two re-measured runs is not moved by the whole step when the data
+        // cannot say which side of it the point ran on.
+        let top = step_fits
+            .iter()
+            .map(|f| f.log_odds)
+            .fold(f64::NEG_INFINITY, f64::max);
+        step_fits
+            .iter()
+            .map(|f| ((f.log_odds - top).exp(), f))
             .collect()
     } else {
-        HashMap::new()
+        match &best {
+            Some(b) => vec![(1.0, b)],
+            None => return zs,
+        }
     };
+    let total: f64 = chosen.iter().map(|c| c.0).sum();
     zs.into_iter()
         .enumerate()
         .map(|(i, z)| {
             z.iter()
                 .enumerate()
                 .map(|(j, &x)| {
-                    let t = times[i][j];
-                    let in_time = match time {
-                        Time::None => 0.0,
-                        Time::Trend(d) => (0..d).map(|k| beta[k] * u(t).powi(k as i32 + 1)).sum(),
-                        Time::Warm(w) => beta[0] * warm(WARMUP_RUNS[w], rank[i][j]),
-                    };
-                    let at_start = cold_term.map_or(0.0, |(tau, b)| b * cold(tau, seqs[i][j]));
-                    x - in_time - at_start - host_level.get(&hosts[i][j]).copied().unwrap_or(0.0)
+                    x - chosen
+                        .iter()
+                        .map(|(w, f)| w * correction(f, i, j))
+                        .sum::<f64>()
+                        / total
                 })
                 .collect()
         })
@@ -330,12 +456,24 @@ struct Fit {
     beta: Vec<f64>,
 }
 
-/// What a model says of time: nothing, a trend of some degree, or a warm-up (its τ's index).
+/// What a model says of time: nothing, a trend of some degree, a warm-up (its τ's index) or
+/// a step (its moment's index among those tried).
 #[derive(Debug, Clone, Copy)]
 enum Time {
     None,
     Trend(usize),
     Warm(usize),
+    Step(usize),
+}
+
+/// The moments a step in the lab's level is first looked for at: [`STEP_TIMES`] evenly
+/// spaced quantiles of `moments` (the samples' distinct times after the first, sorted).
+fn step_times(moments: &[f64]) -> Vec<f64> {
+    let mut at: Vec<f64> = (1..=STEP_TIMES)
+        .filter_map(|k| moments.get(k * moments.len() / (STEP_TIMES + 1)).copied())
+        .collect();
+    at.dedup();
+    at
 }
 
 /// `col`'s part outside the span of the orthonormal `basis`, normalised, or None when that
@@ -446,6 +584,44 @@ mod tests {
         assert!(spread < 1.5, "good after detrending: {:?}", out[0]);
         let step = mean(&out[1]) - mean(&out[0]);
         assert!((step - 3.0).abs() < 0.2, "step {step}");
+    }
+
+    #[test]
+    fn a_step_in_the_labs_level_seen_by_a_re_measured_point_is_taken_out_of_those_run_once() {
+        // From time 50 on every run reads 4 higher. The good commit ran at every even time;
+        // c1 at the odd times just before the step and c0 at those just after it, and
+        // neither differs from the good commit. A smooth trend through the good commit's
+        // runs passes midway near the step, leaving c1 and c0 about 3 apart.
+        let jitter = |i: i32| f64::from((i * 7919 + 13) % 101) / 500.0 - 0.1;
+        let lab = |t: i32| if t >= 50 { 4.0 } else { 0.0 };
+        let runs = |r: Vec<i32>| -> Vec<(f64, f64)> {
+            r.into_iter()
+                .map(|t| (f64::from(t), lab(t) + jitter(t)))
+                .collect()
+        };
+        let good = runs((0..=90).step_by(2).collect());
+        let before = runs((41..=49).step_by(2).collect());
+        let after = runs((53..=61).step_by(2).collect());
+        let points = [Point::Good, Point::Candidate(1), Point::Candidate(0)];
+        let ev = ev_of(&[
+            (points[0], good.clone()),
+            (points[1], before.clone()),
+            (points[2], after.clone()),
+        ]);
+        let zs: Vec<Vec<f64>> = [&good, &before, &after]
+            .iter()
+            .map(|v| v.iter().map(|x| x.1).collect())
+            .collect();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        assert!((mean(&zs[2]) - mean(&zs[1]) - 4.0).abs() < 0.1);
+        let out = detrend(&ev, &points, zs);
+        let apart = mean(&out[2]) - mean(&out[1]);
+        assert!(apart.abs() < 0.5, "c0 - c1 after: {apart}: {out:?}");
+        let spread = out[0]
+            .iter()
+            .map(|x| (x - mean(&out[0])).abs())
+            .fold(0.0, f64::max);
+        assert!(spread < 0.5, "good after: {:?}", out[0]);
     }
 
     #[test]

@@ -152,6 +152,11 @@ pub struct Lab {
     pub boot_sd: f64,
     /// What a boot costs, in runs (machine time only; it is not a run).
     pub boot_cost: f64,
+    /// A step in every host's level (relative) from run `jump_at` of the bisect on: a
+    /// neighbour that starts to load the lab, a firmware or governor change, a cooling
+    /// fault. Unlike drift it is sudden, so no smooth trend in time describes it.
+    pub jump: f64,
+    pub jump_at: u64,
 }
 
 impl Default for Lab {
@@ -170,6 +175,8 @@ impl Default for Lab {
             ar: 0.0,
             boot_sd: 0.0,
             boot_cost: 0.0,
+            jump: 0.0,
+            jump_at: 0,
         }
     }
 }
@@ -464,7 +471,13 @@ pub fn run_trial_budgeted(
                                 *ev.failed.entry(p).or_default() += 1;
                                 continue;
                             }
+                            let jumped = if clock >= world.lab.jump_at {
+                                world.lab.jump
+                            } else {
+                                0.0
+                            };
                             let host = world.lab.drift_per_run * clock as f64
+                                + jumped
                                 + world.lab.warmup
                                     * (-(clock as f64) / world.lab.warmup_runs.max(1e-9)).exp()
                                 + world.lab.cold * (-f64::from(iteration)).exp();

@@ -12,7 +12,8 @@
 //! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
 //! (gauss|t3|bimodal|drift), skip (unbuildable rate), fail (incomplete-run rate), w, conf,
 //! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr,
-//! second (size of a second change at another random commit), drift (relative per run),
+//! second (size of a second change at another random commit), drift (relative per run), jump
+//! (a step in every host's level, relative, at a random run among the first 200),
 //! warmup (relative slowdown of the first runs, decaying over 20 runs), cold (each task's first
 //! run of a commit off by this, its second by this/e, ...: a boot or a cold cache at every
 //! deployment), noiseafter (noise multiplier at commits that carry the change), intermittent (the fraction of a changed commit's runs that show the change, each off by delta / it: an intermittent regression), build (a
@@ -61,6 +62,7 @@ struct Cell {
     rpr: u32,
     second: Option<f64>,
     drift: f64,
+    jump: f64,
     warmup: f64,
     cold: f64,
     noise_after: f64,
@@ -98,6 +100,7 @@ impl Default for Cell {
             rpr: 5,
             second: None,
             drift: 0.0,
+            jump: 0.0,
             warmup: 0.0,
             cold: 0.0,
             noise_after: 1.0,
@@ -140,6 +143,7 @@ impl Cell {
                 "rpr" => c.rpr = num()? as u32,
                 "second" => c.second = Some(num()?),
                 "drift" => c.drift = num()?,
+                "jump" => c.jump = num()?,
                 "warmup" => c.warmup = num()?,
                 "cold" => c.cold = num()?,
                 "noiseafter" => c.noise_after = num()?,
@@ -187,6 +191,9 @@ impl Cell {
         }
         if self.drift != 0.0 {
             s += &format!(" drift={:.1}%/100", 1e4 * self.drift);
+        }
+        if self.jump != 0.0 {
+            s += &format!(" jump={}%", 100.0 * self.jump);
         }
         if self.warmup != 0.0 {
             s += &format!(" warmup={}%", 100.0 * self.warmup);
@@ -295,6 +302,13 @@ impl Cell {
         let untestable: BTreeSet<usize> = (0..graph.len() - 1)
             .filter(|&c| Some(c) != culprit && rng.uniform() < self.skip)
             .collect();
+        // The host's step comes at a random run among the first 200, drawn last so that
+        // cells without one keep their worlds.
+        let jump_at = if self.jump != 0.0 {
+            20 + rng.below(180) as u64
+        } else {
+            0
+        };
         World {
             graph,
             culprit,
@@ -315,6 +329,8 @@ impl Cell {
                 ar: self.ar,
                 boot_sd: self.boot_sd,
                 boot_cost: self.boot_cost,
+                jump: self.jump,
+                jump_at,
                 ..Lab::default()
             },
         }
@@ -421,6 +437,10 @@ fn situation_cells() -> Vec<String> {
         "delta=0.015 second=0.015",
         "delta=0.03 second=-0.015",
         "drift=0.0003",
+        // The lab's level steps by 3% at a random run among the first 200 (a neighbour
+        // starts to load the hosts), with a change and without one.
+        "jump=0.03",
+        "jump=0.03 change=no",
         "warmup=0.06",
         "cold=0.05",
         "noiseafter=2",
