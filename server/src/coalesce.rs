@@ -11,8 +11,8 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
-use tokio::sync::{Semaphore, oneshot};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, Semaphore, oneshot};
 
 /// Requests of type `I` waiting for a statement that answers each with an `O`.
 #[derive(Debug)]
@@ -20,6 +20,8 @@ pub struct Coalescer<I, O> {
     slots: Arc<Semaphore>,
     pending: Mutex<Pending<I, O>>,
     max: usize,
+    /// Told whenever a statement ends (`fewer_waiting_than`).
+    ended: Arc<Notify>,
 }
 
 #[derive(Debug)]
@@ -153,6 +155,7 @@ impl<I: Send + 'static, O: Send + 'static> Coalescer<I, O> {
                 waiting: VecDeque::new(),
             }),
             max: max.max(1),
+            ended: Arc::default(),
         }
     }
 
@@ -164,6 +167,23 @@ impl<I: Send + 'static, O: Send + 'static> Coalescer<I, O> {
     /// Requests waiting for a statement now.
     pub fn waiting(&self) -> usize {
         self.pending.lock().expect("pending requests").waiting.len()
+    }
+
+    /// Resolves once fewer than `n` requests wait for a statement (at once if that holds
+    /// now), or after `limit`, whichever comes first.
+    pub async fn fewer_waiting_than(&self, n: usize, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Made before the look at the count, so a statement that ends between the two
+            // still wakes it.
+            let ended = self.ended.notified();
+            if self.waiting() < n {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Asks `item`, answered by the statement of whichever request takes it: this one's own
@@ -202,9 +222,11 @@ impl<I: Send + 'static, O: Send + 'static> Coalescer<I, O> {
             // Another request's statement took this one: its answer is on the way.
             drop(slot);
         } else {
+            let ended = self.ended.clone();
             let ran = tokio::spawn(async move {
                 run(batch).await;
                 drop(slot);
+                ended.notify_waiters();
             });
             ran.await
                 .map_err(|e| sqlx::Error::Protocol(format!("a batched statement failed: {e}")))?;
@@ -229,5 +251,80 @@ impl<I: Send + 'static, O: Send + 'static> Coalescer<I, O> {
         std::iter::once(mine)
             .chain(pending.waiting.drain(..others))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three requests waiting while the one slot is held.
+    async fn three_waiting() -> (
+        Arc<Coalescer<u32, u32>>,
+        tokio::sync::OwnedSemaphorePermit,
+        Vec<tokio::task::JoinHandle<sqlx::Result<u32>>>,
+    ) {
+        let c = Arc::new(Coalescer::new(1, 2));
+        let slot = c.slots.clone().acquire_owned().await.unwrap();
+        let asks = (0..3)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    c.submit(i, |batch| async move {
+                        let answers = batch.iter().map(|w| w.item * 10).collect();
+                        answer_all(batch, Ok(answers));
+                    })
+                    .await
+                })
+            })
+            .collect();
+        while c.waiting() < 3 {
+            tokio::task::yield_now().await;
+        }
+        (c, slot, asks)
+    }
+
+    /// The scheduler's gate (`queue::Waiters::claims_keep_up`) holds while a pile waits and
+    /// opens when a statement that takes part of it ends.
+    #[tokio::test]
+    async fn the_gate_holds_while_requests_pile_up_and_opens_when_a_statement_ends() {
+        let (c, slot, asks) = three_waiting().await;
+        let gate = c.fewer_waiting_than(2, Duration::from_secs(3600));
+        tokio::pin!(gate);
+        for _ in 0..20 {
+            tokio::select! {
+                biased;
+                () = &mut gate => panic!("the gate opened with three requests waiting"),
+                () = tokio::task::yield_now() => {}
+            }
+        }
+        drop(slot);
+        // Its limit is an hour: only a statement's end can open it in time.
+        tokio::time::timeout(Duration::from_secs(30), gate)
+            .await
+            .expect("the gate stayed shut after a statement took two of the three");
+        assert!(c.waiting() < 2);
+        let mut answers = Vec::new();
+        for a in asks {
+            answers.push(a.await.unwrap().unwrap());
+        }
+        answers.sort();
+        assert_eq!(answers, [0, 10, 20]);
+    }
+
+    /// A pile that never shrinks holds the gate only for its limit.
+    #[tokio::test]
+    async fn a_pile_that_stays_holds_the_gate_only_for_its_limit() {
+        let (c, slot, asks) = three_waiting().await;
+        c.fewer_waiting_than(2, Duration::from_millis(10)).await;
+        assert_eq!(
+            c.waiting(),
+            3,
+            "the gate opened because the pile went, not its limit"
+        );
+        drop(slot);
+        for a in asks {
+            a.await.unwrap().unwrap();
+        }
     }
 }

@@ -26,6 +26,10 @@ fn concurrency() -> usize {
 
 /// How often the loop looks at the table without a notification.
 const POLL: Duration = Duration::from_secs(1);
+/// The longest a new advance waits for backlogged claims (`Waiters::claims_keep_up`): a
+/// pile of a thousand looks is answered in about a tenth of a second, and the scheduler must
+/// not stop for longer than that if the pile never shrinks.
+const CLAIMS_FIRST: Duration = Duration::from_millis(50);
 /// The slow fallback: every active bisect gets a wake-up if it has none.
 const FALLBACK: Duration = Duration::from_secs(15);
 
@@ -74,6 +78,13 @@ async fn run(state: AppState, wake: Arc<Notify>) {
                 continue;
             }
             started += 1;
+            // Claims first. When looks pile up for the claim statements (a thousand hosts
+            // polling at once: a lab's start, a server's restart), the hosts stand idle until
+            // they are answered, and an advance started now takes the cores the statements
+            // need (the engine, and its statements in a PostgreSQL on the same machine). It
+            // waits for the pile to shrink, at most `CLAIMS_FIRST`; the advances already
+            // running go on, and without a pile nothing waits.
+            state.task_queued.claims_keep_up(CLAIMS_FIRST).await;
             let permit = permits
                 .clone()
                 .acquire_owned()

@@ -39,7 +39,7 @@ pub struct Waiters {
 pub const BATCHES_AT_ONCE: usize = 4;
 
 /// Looks one claim statement takes at most.
-const BATCH_MAX: usize = 256;
+const BATCH_MAX: usize = 64;
 
 /// One look of a claim: the worker token's hash, and whether to refresh the host's
 /// `last_seen_at` (the first look of a request).
@@ -84,6 +84,13 @@ impl Waiters {
     /// Looks waiting for a claim statement now.
     pub fn waiting_looks(&self) -> usize {
         self.looks.waiting()
+    }
+
+    /// Resolves once the claims are not backlogged (fewer looks wait than one statement takes:
+    /// the statements running keep up), or after `limit`. The scheduler waits for it before
+    /// it starts an advance (`dispatch`).
+    pub async fn claims_keep_up(&self, limit: Duration) {
+        self.looks.fewer_waiting_than(BATCH_MAX, limit).await;
     }
 
     fn remember_look(&self, token_hash: &str, look: &Look) {
@@ -147,6 +154,17 @@ impl Waiters {
             None => self.all(),
         }
     }
+}
+
+/// Readies a claim connection as it opens (`db::side_pool`): a claim of no looks, which
+/// takes nothing, prepares the claim statement (and plans it: these connections keep one
+/// generic plan, `db::Plans::Generic`) and fills the backend's caches for its tables.
+pub fn warm(conn: &mut sqlx::PgConnection) -> crate::db::Warming<'_> {
+    Box::pin(async move {
+        store::queue::claim_batch(&mut *conn, &[], &[], 0.0, 0.0)
+            .await
+            .map(drop)
+    })
 }
 
 /// One look of a claim by the worker token with `token_hash`: a statement checks the token

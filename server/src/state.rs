@@ -1,5 +1,6 @@
 //! `AppState`: what every handler and loop shares (pool, mirrors, settings, caches).
 
+use crate::db::{self, Plans};
 use crate::{auth, budget, git, graphs, notify, queue, repo_policy, worker_writes};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +43,13 @@ impl AppState {
     ) -> Self {
         repo_policy::ensure_fetch_timeouts();
         AppState {
-            claims_db: crate::db::side_pool(&db, queue::BATCHES_AT_ONCE),
-            writes_db: crate::db::side_pool(&db, worker_writes::CONNECTIONS),
+            claims_db: db::side_pool(&db, queue::BATCHES_AT_ONCE, Plans::Generic, queue::warm),
+            writes_db: db::side_pool(
+                &db,
+                worker_writes::CONNECTIONS,
+                Plans::Custom,
+                worker_writes::warm,
+            ),
             writes: Arc::default(),
             db,
             mirrors: git::Mirrors::new(data_dir.join("mirrors")),

@@ -22,6 +22,16 @@ pub const CONNECTIONS: usize = 2 * BATCHES_AT_ONCE;
 /// Uploads or completions one statement takes at most.
 const BATCH_MAX: usize = 128;
 
+/// Readies a write connection as it opens (`db::side_pool`): an upload and a completion of
+/// nothing, which write nothing, prepare both statements and fill the backend's caches.
+pub fn warm(conn: &mut sqlx::PgConnection) -> crate::db::Warming<'_> {
+    Box::pin(async move {
+        store::runs::upload_batch(&mut *conn, &[], 0.0, 0.0).await?;
+        store::queue::complete_batch(&mut *conn, &[], 0.0).await?;
+        Ok(())
+    })
+}
+
 /// This replica's uploads and completions waiting for a statement, and those running.
 #[derive(Debug)]
 pub struct Writes {

@@ -1842,3 +1842,41 @@ async fn looks_that_wait_together_are_answered_by_one_statement() {
     assert_eq!(s, StatusCode::NO_CONTENT, "{v}");
     assert_eq!(batches().await, before + 2);
 }
+
+/// The claim and write connections open ready: their statements are prepared (and the
+/// backend's caches filled) before the first look or upload uses them, since a cold
+/// connection's first claim took 40-80 ms for one look at the fleet loadtest's start; and the
+/// claim connections keep one generic plan.
+#[tokio::test]
+async fn side_connections_open_with_their_statements_prepared() {
+    let f = with_repo().await;
+    let prepared = |pool: sqlx::PgPool| async move {
+        let mut conn = pool.acquire().await.unwrap();
+        let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let statements: Vec<String> =
+            sqlx::query_scalar("SELECT statement FROM pg_prepared_statements")
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+        (mode, statements)
+    };
+    let (mode, statements) = prepared(f.state.claims_db.clone()).await;
+    assert_eq!(mode, "force_generic_plan");
+    assert!(
+        statements
+            .iter()
+            .any(|s| s.contains("FOR UPDATE SKIP LOCKED")),
+        "the claim statement is not prepared on a fresh claim connection: {statements:?}"
+    );
+    let (mode, statements) = prepared(f.state.writes_db.clone()).await;
+    assert_eq!(mode, "auto");
+    for what in ["INSERT INTO runs", "retry, fixed, message"] {
+        assert!(
+            statements.iter().any(|s| s.contains(what)),
+            "no statement with {what:?} is prepared on a fresh write connection: {statements:?}"
+        );
+    }
+}
