@@ -837,6 +837,18 @@ pub(crate) async fn small(
     for _ in 0..count {
         ids.push(submit(&s.api, name, name).await?.0);
     }
+    // Each submit shrinks the others' shares and wakes them, so the scheduler is still
+    // answering those wake-ups when the last submit returns: the hosts start once it is done,
+    // to measure a lab whose bisects are planned (a start amid the planning is what the
+    // claim p99 measured before: the same burst, fighting the scheduler for the cores).
+    let submitted = Instant::now();
+    settle(&s.api, Duration::from_secs(args.limit_secs)).await?;
+    if count > 1 {
+        println!(
+            "  the scheduler answered the submits' wake-ups {:.1} s after the last submit; the hosts start now",
+            submitted.elapsed().as_secs_f64()
+        );
+    }
     let started = Instant::now();
     let handles = spawn_hosts(&fleet, registered);
     let early = {
@@ -855,6 +867,27 @@ pub(crate) async fn small(
     let done = done?;
     print_ended(&done, &repo, took);
     Ok((done, fleet, s, took))
+}
+
+/// Waits until the server's scheduler has no wake-up left to answer (`/metrics`).
+async fn settle(api: &Api, limit: Duration) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let text = metrics_text(api).await?;
+        let pending = text
+            .lines()
+            .find_map(|l| l.strip_prefix("perfbisect_scheduler_wakeups "))
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .context("/metrics has no perfbisect_scheduler_wakeups")?;
+        if pending == 0.0 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            started.elapsed() < limit,
+            "the scheduler still had {pending} wake-ups after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Prints how many of `done` ended in `took` and how many missed `repo`'s planted commit.
