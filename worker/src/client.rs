@@ -244,11 +244,39 @@ where
         match f().await {
             Err(e) if e.is_transient() && tries < 150 => {
                 tracing::warn!(error = %e, what, "retrying");
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(jittered(delay)).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
                 tries += 1;
             }
             other => return other,
         }
+    }
+}
+
+/// A retry's wait: somewhere in the upper half of `delay`, at random. A lab's workers all
+/// fail at the same instant when the server restarts; with one fixed backoff they would
+/// come back in lockstep, every retry a thundering herd of the whole lab.
+fn jittered(delay: Duration) -> Duration {
+    delay.mul_f64(rand::random_range(0.5..=1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Workers that failed together retry at different moments, each within its backoff.
+    #[test]
+    fn workers_that_failed_together_do_not_retry_in_lockstep() {
+        let delay = Duration::from_secs(4);
+        let waits: Vec<Duration> = (0..200).map(|_| jittered(delay)).collect();
+        assert!(
+            waits.iter().all(|w| *w >= delay / 2 && *w <= delay),
+            "a wait outside [2 s, 4 s]: {waits:?}"
+        );
+        let (least, most) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+        assert!(
+            *most - *least > Duration::from_secs(1),
+            "200 workers' waits span only {least:?}..{most:?}"
+        );
     }
 }
