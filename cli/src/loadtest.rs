@@ -529,6 +529,15 @@ impl Hist {
         self.buckets.iter().find(|(_, n)| *n >= want).map(|b| b.0)
     }
 
+    /// How many observations exceeded `bound` (exact when `bound` is a bucket's bound:
+    /// the server's histograms have one at each target, `metrics::recorded`).
+    fn over(&self, bound: f64) -> Option<u64> {
+        self.buckets
+            .iter()
+            .find(|b| b.0 == bound)
+            .map(|b| self.count.saturating_sub(b.1))
+    }
+
     fn mean(&self) -> f64 {
         if self.count > 0 {
             self.sum / self.count as f64
@@ -932,6 +941,14 @@ async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<(
                 h.describe(),
                 h.count
             );
+            // The margin the p99 has: 1% of the claims may take longer than the target.
+            if let Some(over) = h.over(0.05) {
+                println!(
+                    "  claims over 50 ms: {over} ({:.2}%; 1% would be {})",
+                    over as f64 * 100.0 / h.count.max(1) as f64,
+                    h.count / 100
+                );
+            }
         } else {
             println!("  {what} {}", h.describe());
         }
@@ -1103,4 +1120,29 @@ pub async fn run(args: LoadtestArgs) -> anyhow::Result<()> {
         crate::loadtest_faults::run(&args).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The claim line's figures read from `/metrics` text: the p99's bucket and the count
+    /// over the target's bound.
+    #[test]
+    fn a_histogram_from_metrics_gives_its_p99_bucket_and_the_count_over_a_bound() {
+        let text = "\
+perfbisect_claim_seconds_bucket{le=\"0.01\"} 950
+perfbisect_claim_seconds_bucket{le=\"0.05\"} 992
+perfbisect_claim_seconds_bucket{le=\"0.1\"} 999
+perfbisect_claim_seconds_bucket{le=\"+Inf\"} 1000
+perfbisect_claim_seconds_sum 9.5
+perfbisect_claim_seconds_count 1000
+";
+        let h = Hist::parse(text, "claim_seconds").unwrap();
+        assert_eq!(h.quantile(0.99), Some(0.05));
+        assert_eq!(h.quantile(0.999), Some(0.1));
+        assert_eq!(h.over(0.05), Some(8));
+        assert_eq!(h.over(0.02), None, "0.02 is no bucket's bound");
+        assert!((h.mean() - 0.0095).abs() < 1e-12);
+    }
 }
