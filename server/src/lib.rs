@@ -119,8 +119,8 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
     state.webhook_secret = config.webhook_secret()?.map(Arc::from);
     // The claim and write connections open now, warmed, rather than under the first burst
     // of workers (a restart meets every worker of the lab polling at once).
-    db::open_all(&state.claims_db, queue::BATCHES_AT_ONCE).await?;
-    db::open_all(&state.writes_db, worker_writes::CONNECTIONS).await?;
+    db::open_all(&state.claims_db).await?;
+    db::open_all(&state.writes_db).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;

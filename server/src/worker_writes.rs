@@ -13,10 +13,11 @@ use crate::store::queue::{Completed, Completion};
 use crate::store::runs::{NewUpload, Uploaded};
 
 /// Upload statements running at once, per replica; as many completion statements. Each runs
-/// on a connection of its own (`CONNECTIONS` in all).
+/// on a connection of its own (`CONNECTIONS` at once; the pool keeps a spare for each,
+/// `db::side_pool`).
 const BATCHES_AT_ONCE: usize = 2;
 
-/// The write connections of a replica, beside its main pool.
+/// The write statements a replica runs at once, beside its main pool.
 pub const CONNECTIONS: usize = 2 * BATCHES_AT_ONCE;
 
 /// Uploads or completions one statement takes at most.

@@ -1863,6 +1863,15 @@ async fn side_connections_open_with_their_statements_prepared() {
                 .unwrap();
         (mode, statements)
     };
+    // A statement takes a connection without a ping: each pool keeps a spare per statement
+    // for the ping sqlx makes as a connection goes back (`db::side_pool`).
+    for pool in [&f.state.claims_db, &f.state.writes_db] {
+        assert!(!pool.options().get_test_before_acquire());
+    }
+    assert_eq!(
+        f.state.claims_db.options().get_max_connections() as usize,
+        2 * perfbisect_server::queue::BATCHES_AT_ONCE
+    );
     let (mode, statements) = prepared(f.state.claims_db.clone()).await;
     assert_eq!(mode, "force_generic_plan");
     assert!(
