@@ -1889,3 +1889,60 @@ async fn side_connections_open_with_their_statements_prepared() {
         );
     }
 }
+
+/// An advance reads a job's costs from its recent tasks, not its whole history: a job that
+/// ran for months would make every advance scan all of it (the fleet loadtest's advances
+/// spent 120-160 ms there with 15,000 tasks), and a lab whose builds got faster is seen so.
+#[tokio::test]
+async fn a_jobs_costs_are_the_medians_of_its_recent_tasks() {
+    use perfbisect_server::store::runs::{COST_TASKS, median_costs};
+    let f = with_repo().await;
+    let (tid, _, _, _) = a_claimed_task(&f).await;
+    // Tasks done earlier in this job: each built for `build` s, then ran one 10 s run.
+    let history = |count: i64, build: f64| {
+        let db = f.state.db.clone();
+        async move {
+            sqlx::query(
+                "WITH t AS (
+                   INSERT INTO tasks (bisect_id, sha, job_spec_id, host_group, runs, phase, state,
+                                      host_id, started_at, finished_at)
+                   SELECT bisect_id, sha, job_spec_id, host_group, 1, phase, 'done', host_id,
+                          now() - interval '1 day', now()
+                   FROM tasks, generate_series(1, $2) WHERE id = $1
+                   RETURNING id, bisect_id, sha, host_id, started_at)
+                 INSERT INTO runs (task_id, bisect_id, sha, host_id, iteration, completed, metrics,
+                                   started_at, finished_at)
+                 SELECT id, bisect_id, sha, host_id, 0, true, '{}',
+                        started_at + make_interval(secs => $3),
+                        started_at + make_interval(secs => $3 + 10)
+                 FROM t",
+            )
+            .bind(tid)
+            .bind(count)
+            .bind(build)
+            .execute(&db)
+            .await
+            .unwrap();
+        }
+    };
+    let job_spec: i64 = sqlx::query_scalar("SELECT job_spec_id FROM tasks WHERE id = $1")
+        .bind(tid)
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap();
+    let costs = || {
+        let db = f.state.db.clone();
+        async move {
+            let mut conn = db.acquire().await.unwrap();
+            median_costs(&mut conn, job_spec).await.unwrap()
+        }
+    };
+    // Long builds first, then as many short ones: over the whole history the median would
+    // lie between them.
+    history(COST_TASKS, 500.0).await;
+    assert_eq!(costs().await.build, Some(500.0));
+    history(COST_TASKS, 50.0).await;
+    let c = costs().await;
+    assert_eq!(c.build, Some(50.0), "{c:?}");
+    assert_eq!(c.run, Some(10.0), "{c:?}");
+}

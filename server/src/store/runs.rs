@@ -290,18 +290,30 @@ pub async fn for_change<'e>(
     .await
 }
 
-/// Median machine time of a build (a task's start to its first run) and of a run, over
-/// every task of this job spec so far (earlier bisects of the same job included).
+/// Tasks of the job whose builds `median_costs` reads: the most recent ones.
+pub const COST_TASKS: i64 = 256;
+/// Runs of the job whose durations `median_costs` reads: those of the most recent tasks.
+pub const COST_RUNS: i64 = 1024;
+
+/// Median machine time of a build (a task's start to its first run) and of a run, over the
+/// job's most recent tasks (`COST_TASKS` built, `COST_RUNS` runs; earlier bisects of the same
+/// job included). A window, not the whole history: one job can run for months, and every
+/// advance reads these (the scan of all 15,000 tasks of the fleet loadtest's one job took an
+/// advance 120-160 ms); and a window follows a lab whose builds or hosts got faster.
 pub async fn median_costs(tx: &mut sqlx::PgConnection, job_spec: i64) -> sqlx::Result<MedianCosts> {
     let r = sqlx::query!(
         "SELECT
-           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first_run - t.started_at))::float8
-              FROM tasks t
-              JOIN LATERAL (SELECT min(r.started_at) AS first_run FROM runs r WHERE r.task_id = t.id) f ON true
-             WHERE t.job_spec_id = $1 AND t.started_at IS NOT NULL AND f.first_run IS NOT NULL) AS build,
+           (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY b.secs)::float8
+              FROM (SELECT extract(epoch FROM f.first_run - t.started_at) AS secs
+                      FROM tasks t
+                      JOIN LATERAL (SELECT min(r.started_at) AS first_run
+                                      FROM runs r WHERE r.task_id = t.id) f ON true
+                     WHERE t.job_spec_id = $1 AND t.started_at IS NOT NULL
+                       AND f.first_run IS NOT NULL
+                     ORDER BY t.id DESC LIMIT $2) b) AS build,
            d.run, d.first_after_deploy, d.later
          FROM (
-           -- One scan of the job's runs for the three medians of a run's duration.
+           -- One scan of the job's recent runs for the three medians of a run's duration.
            SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY r.secs)::float8 AS run,
                   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.secs)
                       FILTER (WHERE r.completed AND r.since = 0)::float8 AS first_after_deploy,
@@ -309,10 +321,13 @@ pub async fn median_costs(tx: &mut sqlx::PgConnection, job_spec: i64) -> sqlx::R
                       FILTER (WHERE r.completed AND r.since > 0)::float8 AS later
              FROM (SELECT extract(epoch FROM r.finished_at - r.started_at) AS secs, r.completed,
                           (r.environment ->> 'runs_since_deploy')::int8 AS since
-                     FROM runs r JOIN tasks t ON t.id = r.task_id
-                    WHERE t.job_spec_id = $1) r
+                     FROM tasks t JOIN runs r ON r.task_id = t.id
+                    WHERE t.job_spec_id = $1
+                    ORDER BY t.id DESC LIMIT $3) r
          ) d",
         job_spec,
+        COST_TASKS,
+        COST_RUNS,
     )
     .fetch_one(tx)
     .await?;
