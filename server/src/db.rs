@@ -17,9 +17,8 @@ pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
         .with_context(|| format!("connecting to PostgreSQL at {}", redact(url)))
 }
 
-/// Connections beside `db`'s for `n` statements at once of one kind of coalesced statement
-/// alone (`coalesce`):
-/// claims (`queue::BATCHES_AT_ONCE`), and uploads and completions
+/// Connections beside `db`'s for one kind of coalesced statement alone (`coalesce`), `n` of
+/// them running at once: claims (`queue::BATCHES_AT_ONCE`), and uploads and completions
 /// (`worker_writes::CONNECTIONS`) then never wait behind each other or the scheduler for one
 /// of the main pool's connections (with a thousand hosts starting at once, that wait was the
 /// claim p99; with sixty-four uploading at once, the upload p99).
