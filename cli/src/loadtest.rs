@@ -7,7 +7,7 @@
 //!   `git fast-import`), worked by `--large-hosts` fake hosts: submit time against
 //!   `git rev-list --bisect-all` on the same range in the same run, upload and complete p99,
 //!   scheduling round time, server RSS during and after;
-//! - alone: `--alone` small bisects one after another, each alone with one host: the
+//! - alone: `--alone` small bisects, `--alone-lanes` at a time, each alone with one host: the
 //!   baseline of runs per bisect (a mean, since one bisect's runs vary with its noise);
 //! - fleet: `--bisects` small bisects worked by `--hosts` fake hosts: claim p99, lease expiries
 //!   nobody caused, runs per bisect against the baseline, list-page latency.
@@ -57,9 +57,12 @@ pub struct LoadtestArgs {
     /// How long a fake benchmark run takes.
     #[arg(long, default_value_t = 20)]
     pub run_ms: u64,
-    /// Bisects of the alone baseline, one after another, each with one host.
-    #[arg(long, default_value_t = 20)]
+    /// Bisects of the alone baseline, each alone with one host.
+    #[arg(long, default_value_t = 200)]
     pub alone: usize,
+    /// Alone bisects at a time, each in a host group of its own.
+    #[arg(long, default_value_t = 20)]
+    pub alone_lanes: usize,
     /// Bisects stored for the reads scenario.
     #[arg(long, default_value_t = 10_000)]
     pub stored: usize,
@@ -918,14 +921,13 @@ pub(crate) fn print_ended(done: &[perfbisect_wire::api::Bisect], repo: &Repo, to
     );
 }
 
-async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<()> {
+async fn fleet(args: &LoadtestArgs, alone: Option<Runs>) -> anyhow::Result<()> {
     println!(
         "== fleet: {} bisects of {} candidates, {} fake hosts",
         args.bisects, args.small_commits, args.hosts
     );
     let (done, fleet, mut s, _) = small(args, "fleet", args.bisects, args.hosts).await?;
-    let runs: Vec<usize> = done.iter().map(|b| b.runs_done).collect();
-    let mean = runs.iter().sum::<usize>() as f64 / runs.len().max(1) as f64;
+    let runs = Runs::of(done.iter().map(|b| b.runs_done).collect());
     let text = metrics_text(&s.api).await?;
     let early = fleet.early.lock().expect("early").clone();
     let parts = [
@@ -1008,16 +1010,18 @@ async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<(
             .unwrap_or(0);
     }
     println!("  lease expiries (no fake host ever dies): {expired}   [target 0]");
-    match alone_runs {
-        Some(alone) => println!(
-            "  runs per bisect: mean {mean:.1}, max {}; alone with one host (mean) {alone:.1}: {:.2}x   [target <= 1.2x]",
-            runs.iter().max().unwrap_or(&0),
-            mean / alone
-        ),
-        None => println!(
-            "  runs per bisect: mean {mean:.1}, max {}",
-            runs.iter().max().unwrap_or(&0)
-        ),
+    println!("  runs per bisect: {}", runs.describe());
+    if let Some(alone) = alone {
+        // The ratio's own uncertainty, from both means' standard errors (a first-order
+        // propagation): a baseline too small to tell 1.1x from 1.3x shows it here.
+        let ratio = runs.mean() / alone.mean();
+        let spread = ratio
+            * ((runs.se() / runs.mean()).powi(2) + (alone.se() / alone.mean()).powi(2)).sqrt();
+        println!(
+            "  runs per bisect against alone with one host: {:.1} / {:.1} = {ratio:.2}x ± {spread:.2}   [target <= 1.2x]",
+            runs.mean(),
+            alone.mean()
+        );
     }
     println!(
         "  upload p99 {}, complete p99 {}",
@@ -1048,9 +1052,17 @@ async fn fleet(args: &LoadtestArgs, alone_runs: Option<f64>) -> anyhow::Result<(
 }
 
 /// Mean runs of `--alone` bisects of the small range, each alone with one host.
-async fn alone(args: &LoadtestArgs) -> anyhow::Result<f64> {
+///
+/// `--alone-lanes` bisects run at a time, each in a host group of its own with one host, so
+/// each is still alone with one host (its share is that host) while the baseline takes a
+/// lane's share of the time. The baseline needs its hundreds: a bisect's runs have a long
+/// right tail (most take 25–27, a few in a hundred 60–110 when the one-change check meets a
+/// chance difference between the culprit and the bad end), and a mean of 20 missed it in most
+/// runs (20-bisect means of 25.4–27.2 against the fleet's 500).
+async fn alone(args: &LoadtestArgs) -> anyhow::Result<Runs> {
+    let lanes = args.alone_lanes.clamp(1, args.alone.max(1));
     println!(
-        "== alone: {} bisects of {} candidates one after another, each with one fake host",
+        "== alone: {} bisects of {} candidates, {lanes} at a time, each alone in a group of one fake host",
         args.alone, args.small_commits
     );
     let repo = Arc::new(generate(&args.dir.join("alone.git"), args.small_commits)?);
@@ -1063,32 +1075,90 @@ async fn alone(args: &LoadtestArgs) -> anyhow::Result<f64> {
         Duration::from_millis(args.run_ms),
         vec![repo.clone()],
     );
-    let hosts = start_hosts(&fleet, 1, "alone").await?;
-    let mut runs = Vec::new();
-    let mut wrong = 0;
-    for _ in 0..args.alone.max(1) {
-        let id = submit(&s.api, "alone", "alone").await?.0;
-        let done = wait_all(&s.api, &[id], Duration::from_secs(args.limit_secs), || {}).await?;
-        let b = &done[0];
-        runs.push(b.runs_done);
-        let named = b
-            .culprit
-            .as_ref()
-            .and_then(|c| repo.index.get(&c.commit.sha));
-        if named != Some(&repo.planted) {
-            wrong += 1;
-        }
+    let mut hosts = Vec::new();
+    for lane in 0..lanes {
+        hosts.extend(start_hosts(&fleet, 1, &format!("alone-{lane}")).await?);
+    }
+    let left = Arc::new(AtomicUsize::new(args.alone.max(1)));
+    let limit = Duration::from_secs(args.limit_secs);
+    let mut tasks = tokio::task::JoinSet::new();
+    for lane in 0..lanes {
+        let (api, left, repo) = (s.api.clone(), left.clone(), repo.clone());
+        tasks.spawn(async move {
+            let group = format!("alone-{lane}");
+            let mut ended = Vec::new();
+            while left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                let id = submit(&api, "alone", &group).await?.0;
+                let b = wait_all(&api, &[id], limit, || {}).await?.remove(0);
+                let named = b
+                    .culprit
+                    .as_ref()
+                    .and_then(|c| repo.index.get(&c.commit.sha));
+                ended.push((b.runs_done, named == Some(&repo.planted)));
+            }
+            anyhow::Ok(ended)
+        });
+    }
+    let mut ended = Vec::new();
+    while let Some(lane) = tasks.join_next().await {
+        ended.extend(lane??);
     }
     stop_hosts(&fleet, hosts).await;
-    let mean = runs.iter().sum::<usize>() as f64 / runs.len() as f64;
+    let wrong = ended.iter().filter(|(_, right)| !right).count();
+    let runs = Runs::of(ended.iter().map(|(n, _)| *n).collect());
     println!(
-        "  runs: mean {mean:.1}, min {}, max {}; {wrong} did not name the planted commit",
-        runs.iter().min().unwrap_or(&0),
-        runs.iter().max().unwrap_or(&0)
+        "  runs: {}; {wrong} did not name the planted commit",
+        runs.describe()
     );
     report_errors(&fleet);
     s.process.stop(Duration::from_secs(30));
-    Ok(mean)
+    Ok(runs)
+}
+
+/// Runs per bisect over a set of bisects.
+pub(crate) struct Runs(Vec<usize>);
+
+impl Runs {
+    fn of(mut runs: Vec<usize>) -> Runs {
+        runs.sort_unstable();
+        Runs(runs)
+    }
+
+    fn mean(&self) -> f64 {
+        self.0.iter().sum::<usize>() as f64 / self.0.len().max(1) as f64
+    }
+
+    /// The standard error of the mean.
+    fn se(&self) -> f64 {
+        let n = self.0.len() as f64;
+        if n < 2.0 {
+            return 0.0;
+        }
+        let m = self.mean();
+        let var = self.0.iter().map(|&x| (x as f64 - m).powi(2)).sum::<f64>() / (n - 1.0);
+        (var / n).sqrt()
+    }
+
+    fn quantile(&self, q: f64) -> usize {
+        let i = ((self.0.len() as f64 * q).ceil() as usize).clamp(1, self.0.len().max(1)) - 1;
+        self.0.get(i).copied().unwrap_or(0)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "mean {:.1} ± {:.1} (standard error) over {} bisects; p50 {}, p90 {}, p99 {}, max {}",
+            self.mean(),
+            self.se(),
+            self.0.len(),
+            self.quantile(0.5),
+            self.quantile(0.9),
+            self.quantile(0.99),
+            self.quantile(1.0)
+        )
+    }
 }
 
 pub async fn run(args: LoadtestArgs) -> anyhow::Result<()> {
