@@ -54,6 +54,11 @@ pub struct LoadtestArgs {
     /// Bisects of the fleet, all active at once.
     #[arg(long, default_value_t = 500)]
     pub bisects: usize,
+    /// The fleet's hosts begin to poll at random instants over this long (0: all in the same
+    /// instant). A lab's hosts do not: they come up one by one, and after a server restart
+    /// the workers' jittered retries bring them back over seconds (`worker::client::retry`).
+    #[arg(long, default_value_t = 1000)]
+    pub start_spread_ms: u64,
     /// How long a fake benchmark run takes.
     #[arg(long, default_value_t = 20)]
     pub run_ms: u64,
@@ -83,6 +88,12 @@ pub struct LoadtestArgs {
     /// Give up on a scenario after this long.
     #[arg(long, default_value_t = 900)]
     pub limit_secs: u64,
+}
+
+impl LoadtestArgs {
+    pub(crate) fn start_spread(&self) -> Duration {
+        Duration::from_millis(self.start_spread_ms)
+    }
 }
 
 /// Latencies of one kind of request.
@@ -615,14 +626,24 @@ pub(crate) async fn register_hosts(
 }
 
 /// Starts registered hosts polling.
+///
+/// Each host's first poll comes at a random instant within `spread` of the call (all at
+/// once when it is zero).
 pub(crate) fn spawn_hosts(
     fleet: &Arc<Fleet>,
     hosts: Vec<(String, String)>,
+    spread: Duration,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     hosts
         .into_iter()
         .enumerate()
-        .map(|(i, (token, name))| tokio::spawn(host(fleet.clone(), token, name, i)))
+        .map(|(i, (token, name))| {
+            let (fleet, start) = (fleet.clone(), spread.mul_f64(rand::random::<f64>()));
+            tokio::spawn(async move {
+                tokio::time::sleep(start).await;
+                host(fleet, token, name, i).await
+            })
+        })
         .collect()
 }
 
@@ -631,7 +652,11 @@ async fn start_hosts(
     n: usize,
     group: &str,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
-    Ok(spawn_hosts(fleet, register_hosts(fleet, n, group).await?))
+    Ok(spawn_hosts(
+        fleet,
+        register_hosts(fleet, n, group).await?,
+        Duration::ZERO,
+    ))
 }
 
 pub(crate) async fn stop_hosts(fleet: &Fleet, handles: Vec<tokio::task::JoinHandle<()>>) {
@@ -857,12 +882,13 @@ pub(crate) async fn small(
     settle(&s.api, Duration::from_secs(args.limit_secs)).await?;
     if count > 1 {
         println!(
-            "  the scheduler answered the submits' wake-ups {:.1} s after the last submit; the hosts start now",
-            submitted.elapsed().as_secs_f64()
+            "  the scheduler answered the submits' wake-ups {:.1} s after the last submit; the hosts start now, each at a random instant within {} ms (--start-spread-ms)",
+            submitted.elapsed().as_secs_f64(),
+            args.start_spread_ms
         );
     }
     let started = Instant::now();
-    let handles = spawn_hosts(&fleet, registered);
+    let handles = spawn_hosts(&fleet, registered, args.start_spread());
     let early = {
         let (fleet, api) = (fleet.clone(), s.api.clone());
         tokio::spawn(async move {

@@ -55,7 +55,7 @@ pub async fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
         .connect(&url)
         .await?;
     let started = Instant::now();
-    let handles = spawn_hosts(&fleet, registered);
+    let handles = spawn_hosts(&fleet, registered, args.start_spread());
     let killer = {
         let db = db.clone();
         tokio::spawn(async move {
