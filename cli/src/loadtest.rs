@@ -939,11 +939,22 @@ pub(crate) fn print_ended(done: &[perfbisect_wire::api::Bisect], repo: &Repo, to
                 != Some(&repo.planted)
         })
         .count();
+    // One step is planted: a second change named beside it is a false report that would
+    // be mailed, even when the first culprit is right.
+    let extra = done
+        .iter()
+        .filter(|b| {
+            b.findings
+                .as_ref()
+                .is_some_and(|f| f.changes.len() > 1 || f.more_than_one_change)
+        })
+        .count();
     println!(
-        "  {} bisects ended in {:.1} s; {} did not name the planted commit",
+        "  {} bisects ended in {:.1} s; {} did not name the planted commit; {} named more than one change   [target 0 and 0]",
         done.len(),
         took.as_secs_f64(),
-        wrong
+        wrong,
+        extra
     );
 }
 
@@ -1123,7 +1134,11 @@ async fn alone(args: &LoadtestArgs) -> anyhow::Result<Runs> {
                     .culprit
                     .as_ref()
                     .and_then(|c| repo.index.get(&c.commit.sha));
-                ended.push((b.runs_done, named == Some(&repo.planted)));
+                let several = b
+                    .findings
+                    .as_ref()
+                    .is_some_and(|f| f.changes.len() > 1 || f.more_than_one_change);
+                ended.push((b.runs_done, named == Some(&repo.planted), several));
             }
             anyhow::Ok(ended)
         });
@@ -1133,10 +1148,11 @@ async fn alone(args: &LoadtestArgs) -> anyhow::Result<Runs> {
         ended.extend(lane??);
     }
     stop_hosts(&fleet, hosts).await;
-    let wrong = ended.iter().filter(|(_, right)| !right).count();
-    let runs = Runs::of(ended.iter().map(|(n, _)| *n).collect());
+    let wrong = ended.iter().filter(|(_, right, _)| !right).count();
+    let several = ended.iter().filter(|(_, _, several)| *several).count();
+    let runs = Runs::of(ended.iter().map(|(n, _, _)| *n).collect());
     println!(
-        "  runs: {}; {wrong} did not name the planted commit",
+        "  runs: {}; {wrong} did not name the planted commit; {several} named more than one change",
         runs.describe()
     );
     report_errors(&fleet);
