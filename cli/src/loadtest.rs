@@ -111,13 +111,18 @@ impl Latencies {
             return None;
         }
         v.sort();
-        let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
-        Some(v[i])
+        nearest_rank(&v, q)
     }
 
     fn len(&self) -> usize {
         self.0.lock().expect("latencies").len()
     }
+}
+
+/// Quantile `q` of `sorted` by nearest rank; None when it is empty.
+fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
+    sorted.get(i).copied()
 }
 
 pub(crate) fn ms(d: Option<Duration>) -> String {
@@ -1093,8 +1098,8 @@ async fn fleet(args: &LoadtestArgs, alone: Option<Runs>) -> anyhow::Result<()> {
 /// `--alone-lanes` bisects run at a time, each in a host group of its own with one host, so
 /// each is still alone with one host (its share is that host) while the baseline takes a
 /// lane's share of the time. The baseline needs its hundreds: a bisect's runs have a long
-/// right tail (most take 25–27, a few in a hundred 60–110 when the one-change check meets a
-/// chance difference between the culprit and the bad end), and a mean of 20 missed it in most
+/// right tail (most take 25–27, a few in a hundred 50–110 when the one-change check reads a
+/// chance difference as a second step), and a mean of 20 missed it in most
 /// runs (20-bisect means of 25.4–27.2 against the fleet's 500).
 async fn alone(args: &LoadtestArgs) -> anyhow::Result<Runs> {
     let lanes = args.alone_lanes.clamp(1, args.alone.max(1));
@@ -1116,11 +1121,14 @@ async fn alone(args: &LoadtestArgs) -> anyhow::Result<Runs> {
     for lane in 0..lanes {
         hosts.extend(start_hosts(&fleet, 1, &format!("alone-{lane}")).await?);
     }
-    let left = Arc::new(AtomicUsize::new(args.alone.max(1)));
+    let (left, started) = (
+        Arc::new(AtomicUsize::new(args.alone.max(1))),
+        Instant::now(),
+    );
     let limit = Duration::from_secs(args.limit_secs);
     let mut tasks = tokio::task::JoinSet::new();
     for lane in 0..lanes {
-        let (api, left, repo) = (s.api.clone(), left.clone(), repo.clone());
+        let (api, left) = (s.api.clone(), left.clone());
         tasks.spawn(async move {
             let group = format!("alone-{lane}");
             let mut ended = Vec::new();
@@ -1129,16 +1137,7 @@ async fn alone(args: &LoadtestArgs) -> anyhow::Result<Runs> {
                 .is_ok()
             {
                 let id = submit(&api, "alone", &group).await?.0;
-                let b = wait_all(&api, &[id], limit, || {}).await?.remove(0);
-                let named = b
-                    .culprit
-                    .as_ref()
-                    .and_then(|c| repo.index.get(&c.commit.sha));
-                let several = b
-                    .findings
-                    .as_ref()
-                    .is_some_and(|f| f.changes.len() > 1 || f.more_than_one_change);
-                ended.push((b.runs_done, named == Some(&repo.planted), several));
+                ended.extend(wait_all(&api, &[id], limit, || {}).await?);
             }
             anyhow::Ok(ended)
         });
@@ -1148,20 +1147,16 @@ async fn alone(args: &LoadtestArgs) -> anyhow::Result<Runs> {
         ended.extend(lane??);
     }
     stop_hosts(&fleet, hosts).await;
-    let wrong = ended.iter().filter(|(_, right, _)| !right).count();
-    let several = ended.iter().filter(|(_, _, several)| *several).count();
-    let runs = Runs::of(ended.iter().map(|(n, _, _)| *n).collect());
-    println!(
-        "  runs: {}; {wrong} did not name the planted commit; {several} named more than one change",
-        runs.describe()
-    );
+    print_ended(&ended, &repo, started.elapsed());
+    let runs = Runs::of(ended.iter().map(|b| b.runs_done).collect());
+    println!("  runs: {}", runs.describe());
     report_errors(&fleet);
     s.process.stop(Duration::from_secs(30));
     Ok(runs)
 }
 
 /// Runs per bisect over a set of bisects.
-pub(crate) struct Runs(Vec<usize>);
+struct Runs(Vec<usize>);
 
 impl Runs {
     fn of(mut runs: Vec<usize>) -> Runs {
@@ -1185,8 +1180,7 @@ impl Runs {
     }
 
     fn quantile(&self, q: f64) -> usize {
-        let i = ((self.0.len() as f64 * q).ceil() as usize).clamp(1, self.0.len().max(1)) - 1;
-        self.0.get(i).copied().unwrap_or(0)
+        nearest_rank(&self.0, q).unwrap_or(0)
     }
 
     fn describe(&self) -> String {
