@@ -607,12 +607,25 @@ fn noise_ratio_by(good: &[f64], bad: &[f64], scale: Scale) -> Option<f64> {
 pub(crate) fn belief(
     graph: &CandidateGraph,
     ev: &Evidence,
+    prep: &Prepared,
     settings: &Settings,
     allowed: &[bool],
     no_change_prior: f64,
     fixed: Option<&[bool]>,
 ) -> Belief {
-    let b = belief_with(graph, ev, settings, allowed, no_change_prior, fixed, None);
+    let under = |m| {
+        belief_with(
+            graph,
+            ev,
+            prep,
+            settings,
+            allowed,
+            no_change_prior,
+            fixed,
+            m,
+        )
+    };
+    let b = under(None);
     if b.to_show.is_some() || fixed.is_some() {
         return b;
     }
@@ -649,25 +662,136 @@ pub(crate) fn belief(
                 scale: m.scale / r,
                 ..m
             };
-            belief_with(
-                graph,
-                ev,
-                settings,
-                allowed,
-                no_change_prior,
-                fixed,
-                Some(m),
-            )
+            under(Some(m))
         }
         None => b,
     }
 }
 
+/// What every belief of one decision shares, because it depends on the evidence and the
+/// graph only: the measured points, their runs relative to the reference level with host
+/// drift taken out, and which measured points descend from each commit (its signature). A
+/// decision weighs many hypotheses (the one-change check fits up to 14 conditional beliefs),
+/// and on a 100,000-commit range the drift fit and the signatures were most of each one's
+/// cost, so they are prepared once per decision.
+pub(crate) struct Prepared {
+    /// Points with samples: the good endpoint first, then measured candidates.
+    points: Vec<Point>,
+    samples: usize,
+    reference: f64,
+    /// Relative runs, detrended, by point.
+    zs: Vec<Vec<f64>>,
+    /// (candidate, index in `points`) of every measured candidate, in `points` order.
+    measured: Vec<(usize, usize)>,
+    /// Bit rows: which of `measured` descend from each commit, `words` words a commit.
+    bits: Vec<u64>,
+    words: usize,
+    /// Each commit's signature, and the first commit of each signature.
+    sig_of: Vec<u32>,
+    sig_rows: Vec<usize>,
+}
+
+impl Prepared {
+    pub(crate) fn new(graph: &CandidateGraph, ev: &Evidence) -> Self {
+        let n = graph.len();
+        let mut points: Vec<Point> = Vec::new();
+        let mut raw: Vec<&[f64]> = Vec::new();
+        for (&p, s) in &ev.samples {
+            let s = s.as_slice();
+            if s.iter().any(|x| x.is_finite()) && p.candidate().is_none_or(|c| c < n) {
+                points.push(p);
+                raw.push(s);
+            }
+        }
+        let mut all: Vec<f64> = raw
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .filter(|x| x.is_finite())
+            .collect();
+        let samples = all.len();
+        let reference = {
+            let m = median(&mut all);
+            if m.abs() > 0.0 && m.is_finite() {
+                m.abs()
+            } else {
+                1.0
+            }
+        };
+        let zs: Vec<Vec<f64>> = raw
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .filter(|x| x.is_finite())
+                    .map(|&y| y / reference - 1.0)
+                    .collect()
+            })
+            .collect();
+        // Host drift, fitted within re-measured points, is taken out first.
+        let zs = crate::drift::detrend(ev, &points, zs);
+
+        // Signatures: which measured candidates descend from each commit.
+        let measured: Vec<(usize, usize)> = points
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.candidate().map(|c| (c, i)))
+            .collect();
+        let words = measured.len().div_ceil(64).max(1);
+        let mut bits = vec![0u64; n * words];
+        for (j, &(c, _)) in measured.iter().enumerate() {
+            bits[c * words + j / 64] |= 1 << (j % 64);
+        }
+        for c in (1..n).rev() {
+            let (lo, hi) = bits.split_at_mut(c * words);
+            let row = &hi[..words];
+            if row.iter().all(|&x| x == 0) {
+                continue;
+            }
+            for &p in graph.parents(c) {
+                for (a, b) in lo[p * words..(p + 1) * words].iter_mut().zip(row) {
+                    *a |= *b;
+                }
+            }
+        }
+        let mut sig_of = vec![0u32; n];
+        let mut sig_rows: Vec<usize> = Vec::new();
+        {
+            let mut sig_index: HashMap<&[u64], u32, BuildFx> = HashMap::default();
+            for c in 0..n {
+                let row = &bits[c * words..(c + 1) * words];
+                if c > 0 && row == &bits[(c - 1) * words..c * words] {
+                    // Runs of commits between measured points share a signature: skip the hash.
+                    sig_of[c] = sig_of[c - 1];
+                    continue;
+                }
+                let next = sig_rows.len() as u32;
+                let id = *sig_index.entry(row).or_insert_with(|| {
+                    sig_rows.push(c);
+                    next
+                });
+                sig_of[c] = id;
+            }
+        }
+        Prepared {
+            points,
+            samples,
+            reference,
+            zs,
+            measured,
+            bits,
+            words,
+            sig_of,
+            sig_rows,
+        }
+    }
+}
+
 /// The belief under the intermittent change `mixture` when given, else under the one the
 /// endpoints show, if any.
+#[allow(clippy::too_many_arguments)]
 fn belief_with(
     graph: &CandidateGraph,
     ev: &Evidence,
+    prep: &Prepared,
     settings: &Settings,
     allowed: &[bool],
     no_change_prior: f64,
@@ -675,41 +799,9 @@ fn belief_with(
     mixture: Option<crate::intermittent::Mixture>,
 ) -> Belief {
     let n = graph.len();
-    // Points with samples: the good endpoint first, then measured candidates.
-    let mut points: Vec<Point> = Vec::new();
-    let mut raw: Vec<&[f64]> = Vec::new();
-    for (&p, s) in &ev.samples {
-        let s = s.as_slice();
-        if s.iter().any(|x| x.is_finite()) && p.candidate().is_none_or(|c| c < n) {
-            points.push(p);
-            raw.push(s);
-        }
-    }
-    let mut all: Vec<f64> = raw
-        .iter()
-        .flat_map(|s| s.iter().copied())
-        .filter(|x| x.is_finite())
-        .collect();
-    let samples = all.len();
-    let reference = {
-        let m = median(&mut all);
-        if m.abs() > 0.0 && m.is_finite() {
-            m.abs()
-        } else {
-            1.0
-        }
-    };
-    let zs: Vec<Vec<f64>> = raw
-        .iter()
-        .map(|s| {
-            s.iter()
-                .filter(|x| x.is_finite())
-                .map(|&y| y / reference - 1.0)
-                .collect()
-        })
-        .collect();
-    // Host drift, fitted within re-measured points, is taken out first.
-    let zs = crate::drift::detrend(ev, &points, zs);
+    let points = &prep.points;
+    let (samples, reference) = (prep.samples, prep.reference);
+    let zs = &prep.zs;
     let good_i = points.iter().position(|&p| p == Point::Good);
     let bad_i = points
         .iter()
@@ -720,7 +812,7 @@ fn belief_with(
             .and_then(|(g, b)| crate::intermittent::fit(&zs[g], &zs[b]))
     });
     let to_show = mixture.map(|m| m.runs_to_show());
-    let (weights, scale, shape) = robust_weights(&zs, good_i, bad_i, mixture.is_some());
+    let (weights, scale, shape) = robust_weights(zs, good_i, bad_i, mixture.is_some());
     let (tail, wild) = match shape {
         Tail::Gaussian => (None, None),
         Tail::StudentT(nu) => (Some(nu), None),
@@ -746,7 +838,7 @@ fn belief_with(
     // (ρ > 0), each deployment's mean weighs 1/(ρ + 1/W) runs (`boots`), and its runs'
     // scatter around that mean still counts in full (their sum of squares stays).
     let deployed: Option<Vec<Vec<crate::boots::Deployment>>> =
-        crate::boots::deployments(ev, &points, &zs).map(|ids| {
+        crate::boots::deployments(ev, points, zs).map(|ids| {
             zs.iter()
                 .zip(&weights)
                 .zip(&ids)
@@ -780,7 +872,7 @@ fn belief_with(
     let stats: Vec<Stats> = match (fixed, noise_ratio) {
         (Some(f), Some(r2)) if shape == Tail::Gaussian => stats
             .into_iter()
-            .zip(&points)
+            .zip(points)
             .map(|(st, p)| match p {
                 Point::Candidate(c) if f.get(*c) == Some(&true) => st.scaled(1.0 / r2),
                 _ => st,
@@ -813,46 +905,8 @@ fn belief_with(
     }
     let groups = totals.iter().filter(|t| t.n > 0.0).count().max(1) as f64;
 
-    // Signatures: which measured candidates descend from each commit.
-    let measured: Vec<(usize, usize)> = points
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| p.candidate().map(|c| (c, i)))
-        .collect();
-    let words = measured.len().div_ceil(64).max(1);
-    let mut bits = vec![0u64; n * words];
-    for (j, &(c, _)) in measured.iter().enumerate() {
-        bits[c * words + j / 64] |= 1 << (j % 64);
-    }
-    for c in (1..n).rev() {
-        let (lo, hi) = bits.split_at_mut(c * words);
-        let row = &hi[..words];
-        if row.iter().all(|&x| x == 0) {
-            continue;
-        }
-        for &p in graph.parents(c) {
-            for (a, b) in lo[p * words..(p + 1) * words].iter_mut().zip(row) {
-                *a |= *b;
-            }
-        }
-    }
-    let mut sig_index: HashMap<&[u64], u32, BuildFx> = HashMap::default();
-    let mut sig_of = vec![0u32; n];
-    let mut sig_rows: Vec<usize> = Vec::new();
-    for c in 0..n {
-        let row = &bits[c * words..(c + 1) * words];
-        if c > 0 && row == &bits[(c - 1) * words..c * words] {
-            // Runs of commits between measured points share a signature: skip the hash.
-            sig_of[c] = sig_of[c - 1];
-            continue;
-        }
-        let next = sig_rows.len() as u32;
-        let id = *sig_index.entry(row).or_insert_with(|| {
-            sig_rows.push(c);
-            next
-        });
-        sig_of[c] = id;
-    }
+    let (measured, bits, words) = (&prep.measured, &prep.bits, prep.words);
+    let (sig_of, sig_rows) = (&prep.sig_of, &prep.sig_rows);
 
     // Marginal likelihood per signature (constants shared by all hypotheses dropped).
     let prior = delta_prior(settings);
@@ -1055,7 +1109,7 @@ fn belief_with(
         tail,
         wild,
         ranked,
-        signature: sig_of,
+        signature: sig_of.clone(),
         means,
         noise_ratio: noise_ratio.filter(|_| fixed.is_none()),
         boot_ratio,
@@ -1911,7 +1965,8 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
     } else {
         vec![true; n]
     };
-    let b = belief(graph, ev, settings, &allowed, NO_CHANGE_PRIOR, None);
+    let prep = Prepared::new(graph, ev);
+    let b = belief(graph, ev, &prep, settings, &allowed, NO_CHANGE_PRIOR, None);
     let assessments = assess(graph, ev, &b, conf);
     let mut findings = Findings {
         verification_alpha: VERIFY_ALPHA,
@@ -1944,7 +1999,16 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
             };
         }
     }
-    let decision = decide_with(graph, ev, settings, &allowed, &b, conf, &mut findings);
+    let decision = decide_with(
+        graph,
+        ev,
+        &prep,
+        settings,
+        &allowed,
+        &b,
+        conf,
+        &mut findings,
+    );
     if findings.prediction.is_none()
         && matches!(decision, Decision::Done(Outcome::Inconclusive { .. }))
         && b.samples > 0
@@ -1969,9 +2033,11 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn decide_with(
     graph: &CandidateGraph,
     ev: &Evidence,
+    prep: &Prepared,
     settings: &Settings,
     allowed: &[bool],
     b: &Belief,
@@ -2309,6 +2375,7 @@ fn decide_with(
                 belief(
                     graph,
                     ev,
+                    prep,
                     &neutral,
                     &without(x),
                     SIDE_NO_CHANGE_PRIOR,
@@ -2763,8 +2830,11 @@ mod tests {
         add(Point::Candidate(2), 2, &[103.0, 109.0, 106.0, 106.0]);
         add(Point::Candidate(1), 3, &[106.0]);
         let settings = Settings::default();
-        let allowed = [true; 3];
-        let b = belief(&graph, &ev, &settings, &allowed, 0.2, None);
+        let plain = |ev: &Evidence| {
+            let prep = Prepared::new(&graph, ev);
+            belief(&graph, ev, &prep, &settings, &[true; 3], 0.2, None)
+        };
+        let b = plain(&ev);
         assert!(b.p[2] > 0.01, "c2 kept {:.2e} of the mass", b.p[2]);
         // The boots' scatter (variance about 6) over the runs' (about 0.2).
         assert!(b.boot_ratio > 10.0, "ρ read as {}", b.boot_ratio);
@@ -2772,7 +2842,7 @@ mod tests {
         let with_boots = predict(&b, crate::Costs::default(), 0.99, &settings);
         // Counted as 40, 40 and 10 independent runs, c1's boot settles it.
         ev.taken.clear();
-        let b = belief(&graph, &ev, &settings, &allowed, 0.2, None);
+        let b = plain(&ev);
         assert!(b.p[2] < 1e-4, "c2 kept {:.2e} of the mass", b.p[2]);
         assert_eq!(b.boot_ratio, 0.0);
         let without = predict(&b, crate::Costs::default(), 0.99, &settings);

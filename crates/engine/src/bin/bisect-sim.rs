@@ -37,7 +37,7 @@ use perfbisect_engine::sim::{
 };
 use perfbisect_engine::synth::{self, Shape, SplitMix};
 use perfbisect_engine::{
-    Decision, Direction, Evidence, Outcome, Point, Settings, Strategy, decide,
+    Decision, Direction, Evidence, Outcome, Point, Settings, Strategy, Taken, decide,
 };
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -725,10 +725,18 @@ fn bench(n: usize, w: u32) {
             let Decision::Measure { requests, .. } = decision else {
                 break decision;
             };
-            for r in requests {
-                for _ in 0..r.runs {
+            // Every sample says when, on which host and how far into its deployment it was
+            // taken, as the server's evidence does (drift and warm-up models then run too).
+            for (h, r) in requests.into_iter().enumerate() {
+                for i in 0..r.runs {
                     let mut couple = Vec::new();
                     for p in std::iter::once(r.point).chain(r.pair_with) {
+                        ev.taken.entry(p).or_default().push(Taken {
+                            at: f64::from(runs),
+                            host: (h % w as usize) as i64,
+                            seq: i,
+                        });
+                        ev.built.insert(p);
                         let level = match p {
                             Point::Candidate(c) if has_change[c] => 103.0,
                             _ => 100.0,
