@@ -523,7 +523,7 @@ fn orthogonal_part(basis: &[Vec<f64>], col: &[f64]) -> Option<Vec<f64>> {
 }
 
 /// A column of the drift models' design, by what it stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Col {
     Trend(usize),
     Warm(usize),
@@ -532,8 +532,8 @@ enum Col {
     Host(usize),
 }
 
-/// Dot products of design columns with each other (`Some`) or with the residuals (`None`),
-/// computed once each.
+/// Dot products of design columns with each other (`Some`) or with the response, the runs'
+/// within-point residuals (`None`), computed once each.
 #[derive(Default)]
 struct Products(std::cell::RefCell<HashMap<(Col, Option<Col>), f64>>);
 
@@ -542,7 +542,7 @@ impl Products {
         // Symmetric: x·y and y·x sum the same terms in the same order, so one entry serves
         // both.
         let key = match key {
-            (x, Some(y)) if y_first(x, y) => (y, Some(x)),
+            (x, Some(y)) if y < x => (y, Some(x)),
             k => k,
         };
         *self
@@ -551,18 +551,6 @@ impl Products {
             .entry(key)
             .or_insert_with(|| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>())
     }
-}
-
-/// Whether the pair (x, y) is stored as (y, x).
-fn y_first(x: Col, y: Col) -> bool {
-    let rank = |c: Col| match c {
-        Col::Trend(i) => (0, i),
-        Col::Warm(i) => (1, i),
-        Col::Step(i) => (2, i),
-        Col::Cold(i) => (3, i),
-        Col::Host(i) => (4, i),
-    };
-    rank(y) < rank(x)
 }
 
 /// The least-squares coefficients of `m` columns (normal equations, Gauss–Jordan) from their
