@@ -606,25 +606,14 @@ fn noise_ratio_by(good: &[f64], bad: &[f64], scale: Scale) -> Option<f64> {
 /// change, which a split of the range into "below" and "above" cannot see.
 pub(crate) fn belief(
     graph: &CandidateGraph,
-    ev: &Evidence,
     prep: &Prepared,
     settings: &Settings,
     allowed: &[bool],
     no_change_prior: f64,
     fixed: Option<&[bool]>,
 ) -> Belief {
-    let under = |m| {
-        belief_with(
-            graph,
-            ev,
-            prep,
-            settings,
-            allowed,
-            no_change_prior,
-            fixed,
-            m,
-        )
-    };
+    let ev = prep.ev;
+    let under = |m| belief_with(graph, prep, settings, allowed, no_change_prior, fixed, m);
     let b = under(None);
     if b.to_show.is_some() || fixed.is_some() {
         return b;
@@ -673,8 +662,10 @@ pub(crate) fn belief(
 /// drift taken out, and which measured points descend from each commit (its signature). A
 /// decision weighs many hypotheses (the one-change check fits up to 14 conditional beliefs),
 /// and on a 100,000-commit range the drift fit and the signatures were most of each one's
-/// cost, so they are prepared once per decision.
-pub(crate) struct Prepared {
+/// cost, so they are prepared once per decision. It holds the evidence it was made from, so a
+/// belief cannot be given the runs of one evidence and the drift fit of another.
+pub(crate) struct Prepared<'a> {
+    ev: &'a Evidence,
     /// Points with samples: the good endpoint first, then measured candidates.
     points: Vec<Point>,
     samples: usize,
@@ -691,8 +682,8 @@ pub(crate) struct Prepared {
     sig_rows: Vec<usize>,
 }
 
-impl Prepared {
-    pub(crate) fn new(graph: &CandidateGraph, ev: &Evidence) -> Self {
+impl<'a> Prepared<'a> {
+    pub(crate) fn new(graph: &CandidateGraph, ev: &'a Evidence) -> Self {
         let n = graph.len();
         let mut points: Vec<Point> = Vec::new();
         let mut raw: Vec<&[f64]> = Vec::new();
@@ -772,6 +763,7 @@ impl Prepared {
             }
         }
         Prepared {
+            ev,
             points,
             samples,
             reference,
@@ -787,10 +779,8 @@ impl Prepared {
 
 /// The belief under the intermittent change `mixture` when given, else under the one the
 /// endpoints show, if any.
-#[allow(clippy::too_many_arguments)]
 fn belief_with(
     graph: &CandidateGraph,
-    ev: &Evidence,
     prep: &Prepared,
     settings: &Settings,
     allowed: &[bool],
@@ -799,6 +789,7 @@ fn belief_with(
     mixture: Option<crate::intermittent::Mixture>,
 ) -> Belief {
     let n = graph.len();
+    let ev = prep.ev;
     let points = &prep.points;
     let (samples, reference) = (prep.samples, prep.reference);
     let zs = &prep.zs;
@@ -1966,7 +1957,7 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
         vec![true; n]
     };
     let prep = Prepared::new(graph, ev);
-    let b = belief(graph, ev, &prep, settings, &allowed, NO_CHANGE_PRIOR, None);
+    let b = belief(graph, &prep, settings, &allowed, NO_CHANGE_PRIOR, None);
     let assessments = assess(graph, ev, &b, conf);
     let mut findings = Findings {
         verification_alpha: VERIFY_ALPHA,
@@ -1999,16 +1990,7 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
             };
         }
     }
-    let decision = decide_with(
-        graph,
-        ev,
-        &prep,
-        settings,
-        &allowed,
-        &b,
-        conf,
-        &mut findings,
-    );
+    let decision = decide_with(graph, &prep, settings, &allowed, &b, conf, &mut findings);
     if findings.prediction.is_none()
         && matches!(decision, Decision::Done(Outcome::Inconclusive { .. }))
         && b.samples > 0
@@ -2033,10 +2015,8 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn decide_with(
     graph: &CandidateGraph,
-    ev: &Evidence,
     prep: &Prepared,
     settings: &Settings,
     allowed: &[bool],
@@ -2044,6 +2024,7 @@ fn decide_with(
     conf: f64,
     findings: &mut Findings,
 ) -> Decision {
+    let ev = prep.ev;
     let n = graph.len();
     let rpr = settings.runs_per_request.max(1);
     let idle = settings.idle_hosts.max(1) as usize;
@@ -2374,7 +2355,6 @@ fn decide_with(
             let given = |x: usize| {
                 belief(
                     graph,
-                    ev,
                     prep,
                     &neutral,
                     &without(x),
@@ -2832,7 +2812,7 @@ mod tests {
         let settings = Settings::default();
         let plain = |ev: &Evidence| {
             let prep = Prepared::new(&graph, ev);
-            belief(&graph, ev, &prep, &settings, &[true; 3], 0.2, None)
+            belief(&graph, &prep, &settings, &[true; 3], 0.2, None)
         };
         let b = plain(&ev);
         assert!(b.p[2] > 0.01, "c2 kept {:.2e} of the mass", b.p[2]);
