@@ -454,15 +454,14 @@ pub(crate) struct Server {
 }
 
 pub(crate) async fn server(args: &LoadtestArgs, name: &str) -> anyhow::Result<Server> {
-    server_with_cap(args, name, None).await
+    server_with_env(args, name, &[]).await
 }
 
-/// A server whose bisects may each work on up to `max_hosts` hosts (the server's default cap
-/// when `None`).
-async fn server_with_cap(
+/// A server started with these environment settings (`PERFBISECT_…`) beside the defaults.
+pub(crate) async fn server_with_env(
     args: &LoadtestArgs,
     name: &str,
-    max_hosts: Option<usize>,
+    env: &[(&str, String)],
 ) -> anyhow::Result<Server> {
     let dir = args.dir.join(name);
     std::fs::create_dir_all(&dir)?;
@@ -477,9 +476,7 @@ async fn server_with_cap(
         args.database_url.as_deref(),
         60,
     );
-    if let Some(n) = max_hosts {
-        cmd.env("PERFBISECT_MAX_HOSTS_PER_BISECT", n.to_string());
-    }
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let mut process = Process::spawn("server", cmd, &dir.join("server.log"))?;
     let api = Api::new(&format!("http://127.0.0.1:{port}"), Some(API_TOKEN.into()));
     wait_healthy(&api, &mut process, Duration::from_secs(120)).await?;
@@ -745,7 +742,11 @@ async fn large(args: &LoadtestArgs) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64()
     );
     // Every fake host is to work this one bisect: the per-bisect cap is lifted to their number.
-    let mut s = server_with_cap(args, "server-large", Some(args.large_hosts)).await?;
+    let cap = [(
+        "PERFBISECT_MAX_HOSTS_PER_BISECT",
+        args.large_hosts.to_string(),
+    )];
+    let mut s = server_with_env(args, "server-large", &cap).await?;
     let pid = s.process.pid().context("server pid")?;
     s.api
         .add_repository("large", &repo.path.display().to_string())

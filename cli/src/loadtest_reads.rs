@@ -118,6 +118,42 @@ async fn get_many(url: &str, n: usize, concurrency: usize) -> anyhow::Result<Lat
     Ok(Arc::into_inner(lat).expect("every worker ended"))
 }
 
+/// Moves the list version every `every`, as a status change or a submit on any replica
+/// does (`server::list_cache`), until aborted.
+async fn move_list(db: sqlx::PgPool, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if let Err(e) = sqlx::query("SELECT nextval('bisect_list_version')")
+            .execute(&db)
+            .await
+        {
+            eprintln!("moving the list version: {e}");
+        }
+    }
+}
+
+/// List pages a server has served so far: (from its cache, read from the database), as its
+/// `/metrics` counts them (`perfbisect_list_pages_total`).
+async fn list_pages(api: &crate::api::Api) -> anyhow::Result<(u64, u64)> {
+    let text = reqwest::get(format!("{}/metrics", api.base()))
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let count = |cached: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "perfbisect_list_pages_total{{cached=\"{cached}\"}}"
+                ))
+            })
+            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .map_or(0, |n| n as u64)
+    };
+    Ok((count("true"), count("false")))
+}
+
 pub async fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
     println!(
         "== reads: list pages with {} bisects of {} candidates stored",
@@ -143,6 +179,14 @@ pub async fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
         ids.len(),
         t.elapsed().as_secs_f64()
     );
+    // The same pages from a second server on the same database that reads every page
+    // (`--list-cache-ms 0`): what a page costs when the list moved since it was kept.
+    let mut uncached = crate::loadtest::server_with_env(
+        &with_db,
+        "server-reads-uncached",
+        &[("PERFBISECT_LIST_CACHE_MS", "0".to_string())],
+    )
+    .await?;
     // Just after the copies (analysed, not yet vacuumed), then as autovacuum leaves a table
     // whose rows have settled: the visibility map set, so counts can read an index alone.
     for when in ["just copied", "after VACUUM"] {
@@ -151,20 +195,43 @@ pub async fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
             sqlx::query("VACUUM (ANALYZE)").execute(&db).await?;
             println!("  VACUUM (ANALYZE) in {:.1} s", t.elapsed().as_secs_f64());
         }
-        for path in ["/bisects", "/api/v1/bisects"] {
-            let url = format!("{}{path}", s.api.base());
-            get_many(&url, 5, 1).await?; // warm-up: connections, caches
-            let alone = get_many(&url, 100, 1).await?;
-            let busy = get_many(&url, 500, 50).await?;
-            println!(
-                "  GET {path} ({when}): p50 {}, p99 {} one at a time; p50 {}, p99 {} 50 at a time   [target p50 <= 20 ms with 10,000 stored]",
-                ms(alone.quantile(0.5)),
-                ms(alone.quantile(0.99)),
-                ms(busy.quantile(0.5)),
-                ms(busy.quantile(0.99)),
-            );
+        // Served from the cache while the list stands still; while it moves ten times a
+        // second (as status changes and submits in a busy lab move it: each move makes the
+        // next request for a page read it again); and read every time.
+        let runs = [
+            (&s, "served", None),
+            (
+                &s,
+                "served, list moving 10x/s",
+                Some(Duration::from_millis(100)),
+            ),
+            (&uncached, "every page read", None),
+        ];
+        for (server, how, moving) in runs {
+            for path in ["/bisects", "/api/v1/bisects"] {
+                let url = format!("{}{path}", server.api.base());
+                get_many(&url, 5, 1).await?; // warm-up: connections, caches
+                let mover = moving.map(|every| tokio::spawn(move_list(db.clone(), every)));
+                let before = list_pages(&server.api).await?;
+                let alone = get_many(&url, 100, 1).await?;
+                let busy = get_many(&url, 500, 50).await?;
+                let after = list_pages(&server.api).await?;
+                if let Some(m) = mover {
+                    m.abort();
+                }
+                println!(
+                    "  GET {path} ({when}, {how}): p50 {}, p99 {} one at a time; p50 {}, p99 {} 50 at a time; {} of {} pages read from the database   [target p50 <= 20 ms with 10,000 stored]",
+                    ms(alone.quantile(0.5)),
+                    ms(alone.quantile(0.99)),
+                    ms(busy.quantile(0.5)),
+                    ms(busy.quantile(0.99)),
+                    after.1 - before.1,
+                    (after.0 + after.1) - (before.0 + before.1),
+                );
+            }
         }
     }
+    uncached.process.stop(Duration::from_secs(30));
     s.process.stop(Duration::from_secs(30));
     db.close().await;
     drop(cluster);

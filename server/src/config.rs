@@ -70,6 +70,13 @@ pub struct ServerConfig {
           default_value_t = crate::allocator::DEFAULT_MAX_HOSTS_PER_BISECT,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_hosts_per_bisect: u32,
+    /// How old, in milliseconds, a list page (`GET /bisects`, `GET /api/v1/bisects`) may be
+    /// when served from this replica's cache: the running bisects' progress on it (runs,
+    /// candidates left, change) is at most this old. New bisects and status changes show at
+    /// once on every replica. 0 reads every page from the database.
+    #[arg(long, env = "PERFBISECT_LIST_CACHE_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub list_cache_ms: u64,
     #[command(flatten)]
     pub mail: Box<crate::notify::MailConfig>,
     /// How the mirrors reach remote repositories (https CA and credentials, ssh key).

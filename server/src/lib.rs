@@ -23,6 +23,7 @@ pub mod git;
 pub mod graphs;
 pub mod health;
 pub mod heap;
+pub mod list_cache;
 pub mod listen;
 pub mod mail_policy;
 pub mod materials;
@@ -117,6 +118,9 @@ pub async fn run(mut config: ServerConfig) -> anyhow::Result<()> {
     state.max_runs_ceiling = config.max_runs_ceiling;
     state.max_hosts_per_bisect = config.max_hosts_per_bisect;
     state.webhook_secret = config.webhook_secret()?.map(Arc::from);
+    state.lists = Arc::new(list_cache::ListCache::new(Duration::from_millis(
+        config.list_cache_ms,
+    )));
     // The claim and write connections open now, warmed, rather than under the first burst
     // of workers (a restart meets every worker of the lab polling at once).
     db::open_all(&state.claims_db).await?;

@@ -18,6 +18,8 @@ use prometheus_client::registry::Registry;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+type Labels = Vec<(String, String)>;
+
 struct Recorded {
     advance: Histogram,
     claim: Histogram,
@@ -29,6 +31,8 @@ struct Recorded {
     upload: Histogram,
     complete: Histogram,
     runs: Counter,
+    /// List pages served, by `cached` ("true": from `list_cache`, "false": read).
+    list_pages: Family<Labels, Counter>,
 }
 
 fn recorded() -> &'static Recorded {
@@ -57,6 +61,7 @@ fn recorded() -> &'static Recorded {
         upload: buckets(),
         complete: buckets(),
         runs: Counter::default(),
+        list_pages: Family::default(),
     })
 }
 
@@ -98,7 +103,11 @@ pub fn observe_complete(d: Duration) {
     recorded().complete.observe(d.as_secs_f64());
 }
 
-type Labels = Vec<(String, String)>;
+/// One list page served, from the cache (`cached`) or read (`list_cache`).
+pub fn list_page(cached: bool) {
+    let label = vec![("cached".to_string(), cached.to_string())];
+    recorded().list_pages.get_or_create(&label).inc();
+}
 
 fn family(rows: Vec<(String, i64)>, label: &str) -> Family<Labels, Gauge> {
     let f = Family::<Labels, Gauge>::default();
@@ -170,6 +179,11 @@ async fn render(state: &AppState) -> anyhow::Result<String> {
         "runs_stored",
         "Runs uploaded to this replica",
         r.runs.clone(),
+    );
+    reg.register(
+        "list_pages",
+        "List pages served by this replica, from its cache or read from the database",
+        r.list_pages.clone(),
     );
     reg.register(
         "queue_depth",

@@ -32,6 +32,8 @@ pub struct AppState {
     pub max_hosts_per_bisect: u32,
     /// The secret forges sign push webhooks with (`--webhook-secret-file`, see `webhook`).
     pub webhook_secret: Option<Arc<str>>,
+    /// Pages of the bisect lists (`--list-cache-ms`, see `list_cache`).
+    pub lists: Arc<crate::list_cache::ListCache>,
 }
 
 impl AppState {
@@ -62,6 +64,7 @@ impl AppState {
             max_runs_ceiling: budget::DEFAULT_CEILING,
             max_hosts_per_bisect: crate::allocator::DEFAULT_MAX_HOSTS_PER_BISECT,
             webhook_secret: None,
+            lists: Arc::default(),
         }
     }
 }

@@ -362,6 +362,90 @@ async fn list_pages_read_the_summary_the_advance_stored() {
     assert_eq!(one["progress"]["entropy_bits"], json!(3.3), "{one}");
 }
 
+/// The list version (`list_cache`) as a replica reads it.
+async fn list_version(f: &Fixture) -> i64 {
+    sqlx::query_scalar("SELECT last_value FROM bisect_list_version")
+        .fetch_one(&f.state.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn list_pages_are_kept_until_a_bisect_comes_or_changes_status_on_any_replica() {
+    let mut f = with_repo().await;
+    // Kept for an hour: only the list version can make this replica read a page again.
+    f.state.lists = std::sync::Arc::new(perfbisect_server::list_cache::ListCache::new(
+        Duration::from_secs(3600),
+    ));
+    register(&f, "h1").await;
+    let a = submit(&f).await;
+    let (_, list) = call(&f, "GET", "/api/v1/bisects", None, None).await;
+    assert_eq!(list["total"], json!(1), "{list}");
+    let status = list["bisects"][0]["status"].clone();
+    let (_, page) = common::request(&f.state, "GET", "/bisects", None, None).await;
+    assert!(page.contains(&format!("href=\"/bisects/{a}\"")), "{page}");
+
+    // The moving progress, written as another replica's advance would: the pages kept are
+    // served (this is the age limit's part: at most `--list-cache-ms` old).
+    let version = list_version(&f).await;
+    sqlx::query("UPDATE bisects SET measured_change = $2, status = status WHERE id = $1")
+        .bind(a)
+        .bind(
+            json!({"pct": 42.0, "good_sha": "a", "bad_sha": "b", "good_mean": 1.0,
+                     "bad_mean": 1.42, "good_runs": 3, "bad_runs": 3, "basis": "endpoints",
+                     "runs_used": "bad vs good endpoint", "kind": "change"}),
+        )
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        list_version(&f).await,
+        version,
+        "a status written unchanged"
+    );
+    let (_, kept) = call(&f, "GET", "/api/v1/bisects", None, None).await;
+    assert_eq!(kept, list, "served from the cache");
+
+    // A status change by another replica: the next page read anywhere shows it, with the
+    // progress as it is now.
+    sqlx::query("UPDATE bisects SET status = 'cancelled' WHERE id = $1")
+        .bind(a)
+        .execute(&f.state.db)
+        .await
+        .unwrap();
+    assert!(list_version(&f).await > version);
+    let (_, list) = call(&f, "GET", "/api/v1/bisects", None, None).await;
+    assert_ne!(list["bisects"][0]["status"], status, "{list}");
+    assert_eq!(list["bisects"][0]["status"], json!("cancelled"), "{list}");
+    assert_eq!(list["bisects"][0]["change_pct"], json!(42.0), "{list}");
+    let (_, cancelled) = call(&f, "GET", "/api/v1/bisects?status=cancelled", None, None).await;
+    assert_eq!(cancelled["total"], json!(1), "{cancelled}");
+
+    // A new bisect: the version moves as its submit commits, not at its insert (a submit
+    // stores its candidates after the row, and a page read meanwhile would be kept without
+    // it).
+    let mut tx = f.state.db.begin().await.unwrap();
+    let b: i64 = sqlx::query_scalar(
+        "INSERT INTO bisects (repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha,
+                              metric, confidence, max_runs, status)
+         SELECT repository_id, job_spec_id, good_rev, bad_rev, good_sha, bad_sha, metric,
+                confidence, max_runs, 'queued' FROM bisects WHERE id = $1 RETURNING id",
+    )
+    .bind(a)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    let before = list_version(&f).await;
+    let (_, meanwhile) = call(&f, "GET", "/api/v1/bisects", None, None).await;
+    assert_eq!(meanwhile["total"], json!(1), "{meanwhile}");
+    tx.commit().await.unwrap();
+    assert!(list_version(&f).await > before);
+    let (_, list) = call(&f, "GET", "/api/v1/bisects", None, None).await;
+    assert_eq!(list["total"], json!(2), "{list}");
+    let (_, page) = common::request(&f.state, "GET", "/bisects", None, None).await;
+    assert!(page.contains(&format!("href=\"/bisects/{b}\"")), "{page}");
+}
+
 /// The stored verdict bytes of `bisect` and its write round.
 async fn verdict_bytes(f: &Fixture, bisect: i64) -> (Option<Vec<u8>>, i64) {
     sqlx::query_as("SELECT candidate_verdicts, assessed_round FROM bisects WHERE id = $1")

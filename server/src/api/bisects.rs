@@ -101,30 +101,31 @@ async fn list_bisects(
         testcase: q.testcase.as_deref(),
         metric: q.metric.as_deref(),
     };
-    let rows = summaries::list(&state.db, filter, limit, offset).await?;
-    let total = summaries::count(&state.db, filter).await?;
-    let mut changes = Vec::with_capacity(rows.len());
-    for b in &rows {
-        changes.push(bisect_view::summary_change(&state, b).await?);
-    }
-    let bisects = rows
-        .into_iter()
-        .zip(changes)
-        .map(|(b, change)| BisectSummary {
+    let version = state.lists.version(&state.db).await?;
+    let page = (state.lists)
+        .page(&state.db, version, filter, limit, offset)
+        .await?;
+    let mut bisects = Vec::with_capacity(page.rows.len());
+    for b in &page.rows {
+        let change = bisect_view::summary_change(&state, b).await?;
+        bisects.push(BisectSummary {
             change_pct: change.as_ref().map(|c| c.pct),
             change_kind: change.map(|c| c.kind),
             id: b.id,
-            repository: b.repository,
-            good: b.good_rev,
-            bad: b.bad_rev,
-            metric: b.metric,
-            testcase: b.testcase,
+            repository: b.repository.clone(),
+            good: b.good_rev.clone(),
+            bad: b.bad_rev.clone(),
+            metric: b.metric.clone(),
+            testcase: b.testcase.clone(),
             status: b.status.as_str().to_string(),
-            culprit: b.culprit_sha,
+            culprit: b.culprit_sha.clone(),
             created_at: b.created_at,
-        })
-        .collect();
-    Ok(Json(BisectList { bisects, total }))
+        });
+    }
+    Ok(Json(BisectList {
+        bisects,
+        total: page.total,
+    }))
 }
 
 /// Cancel a bisect: queued tasks are dropped, running ones are told on their next heartbeat.

@@ -4,7 +4,7 @@ use super::error::PageError;
 use super::format::{self, short_sha};
 use crate::bisect_view;
 use crate::state::AppState;
-use crate::store::summaries::{self, ListFilter};
+use crate::store::summaries::ListFilter;
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Html;
@@ -183,17 +183,26 @@ pub async fn page(
         testcase: some(&f.testcase),
         metric: some(&f.metric),
     };
-    let total = summaries::count(&state.db, filter).await?;
-    let found = summaries::list(&state.db, filter, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
+    let version = state.lists.version(&state.db).await?;
+    let found = (state.lists)
+        .page(
+            &state.db,
+            version,
+            filter,
+            PAGE_SIZE,
+            (page - 1) * PAGE_SIZE,
+        )
+        .await?;
+    let total = found.total;
     let now = Utc::now();
-    let mut rows = Vec::with_capacity(found.len());
-    for s in found {
+    let mut rows = Vec::with_capacity(found.rows.len());
+    for s in &found.rows {
         let finished = s.status.is_final();
         rows.push(match (s.candidates_total, s.candidates_remaining) {
             // A running bisect's moving progress is its stored belief; without one (not yet
             // advanced, or stored before the summary columns) the full view.
             (Some(total), Some(remaining)) if finished || s.belief.is_some() => {
-                let change = bisect_view::summary_change(&state, &s).await?;
+                let change = bisect_view::summary_change(&state, s).await?;
                 Row {
                     id: s.id,
                     status_label: format::status_label(s.status.as_str()),
@@ -220,11 +229,11 @@ pub async fn page(
                         .filter(|_| !finished)
                         .and_then(|b| Some((b.top_probability?, b.entropy_bits?)))
                         .map(|(top, bits)| moving(top, bits)),
-                    repository: s.repository,
-                    good: s.good_rev,
-                    bad: s.bad_rev,
-                    metric: s.metric,
-                    testcase: s.testcase,
+                    repository: s.repository.clone(),
+                    good: s.good_rev.clone(),
+                    bad: s.bad_rev.clone(),
+                    metric: s.metric.clone(),
+                    testcase: s.testcase.clone(),
                     change: change
                         .as_ref()
                         .map(|m| (crate::change::signed_pct(m.pct), m.kind.clone())),
@@ -234,9 +243,7 @@ pub async fn page(
             _ => row_of(&bisect_view::load(&state, s.id).await?, now),
         });
     }
-    let repositories = crate::store::repositories::names(&state.db).await?;
-    let testcases = crate::store::jobs::testcases(&state.db).await?;
-    let metrics = crate::store::bisects::metrics(&state.db).await?;
+    let options = state.lists.choices(&state.db, version).await?;
     let pages = ((total + PAGE_SIZE - 1) / PAGE_SIZE).max(1);
     let html = BisectsPage {
         nav: "bisects",
@@ -250,9 +257,9 @@ pub async fn page(
             &f.status,
             format::status_label,
         ),
-        repositories: choices(repositories, &f.repository, str::to_string),
-        testcases: choices(testcases, &f.testcase, str::to_string),
-        metrics: choices(metrics, &f.metric, str::to_string),
+        repositories: choices(options.repositories.clone(), &f.repository, str::to_string),
+        testcases: choices(options.testcases.clone(), &f.testcase, str::to_string),
+        metrics: choices(options.metrics.clone(), &f.metric, str::to_string),
         newer: (page > 1).then(|| page_link(&f, page - 1)),
         older: (page < pages).then(|| page_link(&f, page + 1)),
     }

@@ -97,6 +97,14 @@ pub async fn count<'e>(db: impl sqlx::PgExecutor<'e>, f: ListFilter<'_>) -> sqlx
     .await
 }
 
+/// The list version: moves when a bisect is added or removed or its status, culprit or
+/// endpoints change, as those commits end (migration 0028; see `list_cache`).
+pub async fn list_version<'e>(db: impl sqlx::PgExecutor<'e>) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(r#"SELECT last_value AS "v!" FROM bisect_list_version"#)
+        .fetch_one(db)
+        .await
+}
+
 /// Stores the change the list pages show (`None`: nothing to compare yet).
 pub async fn set_measured_change<'e>(
     db: impl sqlx::PgExecutor<'e>,
