@@ -145,6 +145,10 @@ pub(crate) struct Belief {
     pub noise: f64,
     /// The noise the search works against, after robust weighting (for predictions).
     pub effective_noise: f64,
+    /// The endpoints' pooled median absolute deviation, as a standard deviation (relative):
+    /// what a prediction plans with when one wild run among an endpoint's first few still
+    /// holds `effective_noise` far above it (see [`predict`]).
+    pub endpoint_mad_noise: Option<f64>,
     /// The noise the search plans and judges robust levels with: `effective_noise`, or the
     /// plain `noise` where the endpoints show the sides' noises differ (by their standard
     /// deviations and by their median absolute deviations, which a few wild runs do not
@@ -1080,6 +1084,24 @@ fn belief_with(
     } else {
         noise
     };
+    let endpoint_mad_noise = good_i
+        .zip(bad_i)
+        .filter(|_| fixed.is_none() && g.n > 0.0)
+        .and_then(|(gi, bi)| {
+            let (zg, zb) = (&zs[gi], &zs[bi]);
+            if zg.len() < 3 || zb.len() < 3 {
+                return None;
+            }
+            let deviations = |v: &[f64]| {
+                let m = median(&mut v.to_vec());
+                v.iter().map(|x| (x - m).abs()).collect::<Vec<f64>>()
+            };
+            let mut all = deviations(zg);
+            all.extend(deviations(zb));
+            let good_level = (1.0 + g.us / g.n).abs().max(1e-12);
+            let mad = 1.4826 * median(&mut all) / good_level;
+            (mad > 0.0 && mad.is_finite()).then_some(mad)
+        });
     let sides_differ = fixed.is_none()
         && noise_ratio.is_some()
         && good_i
@@ -1095,6 +1117,7 @@ fn belief_with(
         change,
         noise,
         effective_noise,
+        endpoint_mad_noise,
         planning_noise,
         samples,
         tail,
@@ -1636,6 +1659,23 @@ fn step_for_prediction(b: &Belief, settings: &Settings) -> f64 {
     measured.max(0.5 * (lo + hi))
 }
 
+/// How far the robust scale may sit above the endpoints' median absolute deviation before a
+/// prediction plans with the latter.
+const MAD_GAP: f64 = 3.0;
+
+/// The noise a prediction plans with: the robust scale, unless it is more than [`MAD_GAP`]
+/// times the endpoints' median absolute deviation. From an endpoint's first five runs the
+/// Student-t weighting cannot yet tell one run 60% slow from the noise: in bisect-sim's
+/// outliers cell (5% of runs 20–100% slow, CV 2%) the first prediction after 5 + 5 runs
+/// said 4,710 to 21,533 more runs in 7 bisects of 200 (139 was the mean taken), a mean of
+/// 791 against 139.
+fn prediction_noise(b: &Belief) -> f64 {
+    match b.endpoint_mad_noise {
+        Some(mad) if b.effective_noise > MAD_GAP * mad => mad,
+        _ => b.effective_noise,
+    }
+}
+
 /// Runs and builds still needed for the target, from the remaining entropy of the culprit
 /// distribution, the information a run carries at the step (see [`step_for_prediction`])
 /// and noise, and the engine's measured overhead over that bound (about 2.5×), plus the
@@ -1644,7 +1684,7 @@ fn predict(b: &Belief, costs: crate::Costs, conf: f64, settings: &Settings) -> P
     let hosts = settings.idle_hosts;
     // A run still to come brings its boot's part too: at a per-boot level of 3% (CV 2%),
     // runs predicted from the run noise alone were 9.25× too few.
-    let run_noise = b.effective_noise * (1.0 + b.boot_ratio).sqrt();
+    let run_noise = prediction_noise(b) * (1.0 + b.boot_ratio).sqrt();
     let measured_d = if run_noise > 0.0 {
         (b.change / run_noise).abs()
     } else {
