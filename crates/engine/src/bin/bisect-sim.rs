@@ -517,9 +517,11 @@ struct Row {
     mean_rounds: f64,
     stalls: usize,
     secs: f64,
-    /// Mean runs the first prediction promised and mean runs taken after it (trials with
-    /// one).
-    prediction: Option<(f64, f64)>,
+    /// Mean runs the first prediction promised, mean runs taken after it, the median of each
+    /// trial's taken / promised, and the share of trials within a factor of 2 (trials with
+    /// a prediction). The means are a few huge predictions' (a step read within its noise);
+    /// the median and the share say what a user typically reads.
+    prediction: Option<(f64, f64, f64, f64)>,
     /// Mean runs by what asked for them (see `Trial::phase_runs`).
     phases: [f64; 5],
 }
@@ -628,10 +630,17 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
         prediction: {
             let with: Vec<(u32, u32)> = results.iter().filter_map(|r| r.prediction).collect();
             let m = with.len() as f64;
+            let mut ratios: Vec<f64> = with
+                .iter()
+                .map(|x| f64::from(x.1) / f64::from(x.0.max(1)))
+                .collect();
+            ratios.sort_by(f64::total_cmp);
             (!with.is_empty()).then(|| {
                 (
                     with.iter().map(|x| f64::from(x.0)).sum::<f64>() / m,
                     with.iter().map(|x| f64::from(x.1)).sum::<f64>() / m,
+                    ratios[ratios.len() / 2],
+                    ratios.iter().filter(|&&r| (0.5..=2.0).contains(&r)).count() as f64 / m,
                 )
             })
         },
@@ -885,10 +894,11 @@ fn main() {
                 "|   runs by phase: reproducing {:.1}, searching at endpoints {:.1}, searching elsewhere {:.1}, verification couples {:.1}, predictive check's search {:.1}",
                 p[0], p[1], p[2], p[3], p[4]
             );
-            if let Some((promised, taken)) = row.prediction {
+            if let Some((promised, taken, median, within)) = row.prediction {
                 println!(
-                    "|   first prediction: {promised:.1} more runs; taken after it: {taken:.1} ({:.2}×)",
-                    taken / promised.max(1e-9)
+                    "|   first prediction: {promised:.1} more runs; taken after it: {taken:.1} ({:.2}×); each bisect's taken / promised: median {median:.2}×, {:.0}% within 2×",
+                    taken / promised.max(1e-9),
+                    100.0 * within
                 );
             }
         }
