@@ -133,6 +133,16 @@ async fn move_list(db: sqlx::PgPool, every: Duration) {
     }
 }
 
+/// The list version (`server::list_cache`): how often the list moved during a measurement
+/// is the difference of two reads.
+async fn list_version(db: &sqlx::PgPool) -> anyhow::Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT last_value FROM bisect_list_version")
+            .fetch_one(db)
+            .await?,
+    )
+}
+
 /// List pages a server has served so far: (from its cache, read from the database), as its
 /// `/metrics` counts them (`perfbisect_list_pages_total`).
 async fn list_pages(api: &crate::api::Api) -> anyhow::Result<(u64, u64)> {
@@ -213,14 +223,16 @@ pub async fn run(args: &LoadtestArgs) -> anyhow::Result<()> {
                 get_many(&url, 5, 1).await?; // warm-up: connections, caches
                 let mover = moving.map(|every| tokio::spawn(move_list(db.clone(), every)));
                 let before = list_pages(&server.api).await?;
+                let version_before = list_version(&db).await?;
                 let alone = get_many(&url, 100, 1).await?;
                 let busy = get_many(&url, 500, 50).await?;
                 let after = list_pages(&server.api).await?;
+                let moves = list_version(&db).await? - version_before;
                 if let Some(m) = mover {
                     m.abort();
                 }
                 println!(
-                    "  GET {path} ({when}, {how}): p50 {}, p99 {} one at a time; p50 {}, p99 {} 50 at a time; {} of {} pages read from the database   [target p50 <= 20 ms with 10,000 stored]",
+                    "  GET {path} ({when}, {how}): p50 {}, p99 {} one at a time; p50 {}, p99 {} 50 at a time; {} of {} pages read from the database, the list moved {moves} times meanwhile   [target p50 <= 20 ms with 10,000 stored]",
                     ms(alone.quantile(0.5)),
                     ms(alone.quantile(0.99)),
                     ms(busy.quantile(0.5)),

@@ -18,6 +18,10 @@
 //! version it is kept under. The one gap is a commit between its trigger and its end (the
 //! trigger runs just before the commit record is written): a page read in that instant
 //! misses it and is kept until the age limit.
+//!
+//! One read per page and version: requests that miss the same page wait for the one read
+//! under way and are served what it read. Without that, every request in flight when the
+//! list moved read the page itself (31 to 99 reads of one page per move, with 50 readers).
 
 use crate::store::summaries::{self, ListFilter, SummaryRow};
 use std::num::NonZeroUsize;
@@ -73,11 +77,19 @@ pub struct Version {
     read_at: Instant,
 }
 
+/// A page as kept: the last one read, and the lock its next read holds.
+#[derive(Default)]
+struct Slot {
+    page: Option<Arc<Page>>,
+    read: Arc<tokio::sync::Mutex<()>>,
+}
+
 /// Pages of the lists, shared by this replica's requests.
 pub struct ListCache {
     max_age: Duration,
-    pages: Mutex<lru::LruCache<Key, Arc<Page>>>,
+    pages: Mutex<lru::LruCache<Key, Slot>>,
     choices: Mutex<Option<Arc<Choices>>>,
+    reads: std::sync::atomic::AtomicU64,
 }
 
 impl Default for ListCache {
@@ -95,7 +107,13 @@ impl ListCache {
                 NonZeroUsize::new(PAGES).expect("PAGES > 0"),
             )),
             choices: Mutex::default(),
+            reads: Default::default(),
         }
+    }
+
+    /// Pages this cache has read from the database so far (kept or not).
+    pub fn pages_read(&self) -> u64 {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The list version now: read first, before any page it validates (see above).
@@ -124,6 +142,8 @@ impl ListCache {
         offset: i64,
     ) -> sqlx::Result<Arc<Page>> {
         let read = async {
+            self.reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let rows = summaries::list(db, f, limit, offset).await?;
             let total = summaries::count(db, f).await?;
             Ok::<_, sqlx::Error>(Page {
@@ -145,22 +165,34 @@ impl ListCache {
             limit,
             offset,
         };
-        let kept = self
-            .pages
-            .lock()
-            .expect("list cache lock")
-            .get(&key)
-            .cloned();
-        if let Some(page) = kept.filter(|p| self.current(p.version, p.read_at, v)) {
+        let kept = |pages: &mut lru::LruCache<Key, Slot>| {
+            let slot = pages.get_or_insert_mut(key.clone(), Slot::default);
+            let page = slot.page.clone();
+            (
+                page.filter(|p| self.current(p.version, p.read_at, v)),
+                slot.read.clone(),
+            )
+        };
+        let (page, read_lock) = kept(&mut self.pages.lock().expect("list cache lock"));
+        if let Some(page) = page {
+            crate::metrics::list_page(true);
+            return Ok(page);
+        }
+        // One read at a time per page: whoever waited here finds what the read before it
+        // kept, when that is current at its own version.
+        let _reading = read_lock.lock().await;
+        let (page, _) = kept(&mut self.pages.lock().expect("list cache lock"));
+        if let Some(page) = page {
             crate::metrics::list_page(true);
             return Ok(page);
         }
         crate::metrics::list_page(false);
         let page = Arc::new(read.await?);
         let mut pages = self.pages.lock().expect("list cache lock");
-        // Of two requests that read the page at once, the later version stays.
-        if pages.peek(&key).is_none_or(|p| p.version <= version) {
-            pages.put(key, page.clone());
+        let slot = pages.get_or_insert_mut(key, Slot::default);
+        // A request that read at an older version than the page kept leaves it.
+        if slot.page.as_ref().is_none_or(|p| p.version <= version) {
+            slot.page = Some(page.clone());
         }
         Ok(page)
     }

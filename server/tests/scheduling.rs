@@ -446,6 +446,43 @@ async fn list_pages_are_kept_until_a_bisect_comes_or_changes_status_on_any_repli
     assert!(page.contains(&format!("href=\"/bisects/{b}\"")), "{page}");
 }
 
+#[tokio::test]
+async fn requests_that_miss_one_list_page_together_read_it_once() {
+    use perfbisect_server::list_cache::ListCache;
+    use perfbisect_server::store::summaries::ListFilter;
+    let f = with_repo().await;
+    register(&f, "h1").await;
+    submit(&f).await;
+    let cache = std::sync::Arc::new(ListCache::new(Duration::from_secs(3600)));
+    // Fifty requests for one page, all at one list version (as when the list has just
+    // moved): one reads it, the rest are served what it read.
+    let version = cache.version(&f.state.db).await.unwrap();
+    let requests = (0..50).map(|_| {
+        let (cache, db) = (cache.clone(), f.state.db.clone());
+        tokio::spawn(async move {
+            cache
+                .page(&db, version, ListFilter::default(), 20, 0)
+                .await
+                .unwrap()
+        })
+    });
+    let pages = futures_util::future::join_all(requests).await;
+    assert_eq!(cache.pages_read(), 1);
+    for page in pages {
+        assert_eq!(page.unwrap().total, 1);
+    }
+    // Another filter is another page.
+    let queued = ListFilter {
+        status: Some("cancelled"),
+        ..ListFilter::default()
+    };
+    let page = cache
+        .page(&f.state.db, version, queued, 20, 0)
+        .await
+        .unwrap();
+    assert_eq!((page.total, cache.pages_read()), (0, 2));
+}
+
 /// The stored verdict bytes of `bisect` and its write round.
 async fn verdict_bytes(f: &Fixture, bisect: i64) -> (Option<Vec<u8>>, i64) {
     sqlx::query_as("SELECT candidate_verdicts, assessed_round FROM bisects WHERE id = $1")
