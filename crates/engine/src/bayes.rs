@@ -661,6 +661,134 @@ pub(crate) fn belief(
     }
 }
 
+/// The noise's change placed by the runs' scatter within points alone, apart from any
+/// change of level. The endpoints may show that one side is noisier (`noise_ratio`); the
+/// level's hypotheses judge the changed side with that ratio, which makes the noise's
+/// pattern evidence of where the *level* changed. Where the two move at one commit (a
+/// change that makes runs noisier) that is right; where a commit adds jitter but no cost,
+/// that commit won the posterior, and with the noise tripled there bisect-sim named it in
+/// 5.5% of trials. So a second reading: the noise changes at a commit j of its own, with
+/// its posterior from the points' within-point sums of squares (their levels free, so no
+/// level enters it), and every point's noise is its expected one under it. Its likelihood
+/// carries the Occam factor of placing j, `log_occam`, so the coincident reading wins where
+/// the level's change and the noise's fall together.
+struct NoiseApart {
+    /// Every point's statistics, weighted by its expected noise variance.
+    stats: Vec<Stats>,
+    total: Stats,
+    /// −½ Σ n·ln v over the points (tempered), v each point's expected variance factor.
+    log_det: f64,
+    /// ln Σ_j π(j)·L(j) − max_j ln L(j): what placing the noise's change costs.
+    log_occam: f64,
+}
+
+impl NoiseApart {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        stats: &[Stats],
+        measured: &[(usize, usize)],
+        bits: &[u64],
+        words: usize,
+        sig_rows: &[usize],
+        sig_of: &[u32],
+        allowed: &[bool],
+        r2: f64,
+        temper: f64,
+    ) -> Option<Self> {
+        if !(r2 > 0.0 && r2.is_finite()) || r2 == 1.0 {
+            return None;
+        }
+        let within: Vec<(f64, f64)> = stats
+            .iter()
+            .map(|st| (st.ss(), (st.n - 1.0).max(0.0)))
+            .collect();
+        let (ss_all, df_all) = within
+            .iter()
+            .fold((0.0, 0.0), |(a, b), &(s, d)| (a + s, b + d));
+        if df_all < 2.0 || ss_all <= 0.0 {
+            return None;
+        }
+        let mut per_sig = vec![0usize; sig_rows.len()];
+        for (c, &a) in allowed.iter().enumerate() {
+            if a {
+                per_sig[sig_of[c] as usize] += 1;
+            }
+        }
+        let allowed_count = per_sig.iter().sum::<usize>().max(1) as f64;
+        let carries = |c: usize, j: usize| bits[c * words + j / 64] >> (j % 64) & 1 == 1;
+        // ln L(j) of the within-point scatter with the noise r times larger after j.
+        let log_l: Vec<Option<f64>> = sig_rows
+            .iter()
+            .zip(&per_sig)
+            .map(|(&c, &k)| {
+                if k == 0 {
+                    return None;
+                }
+                let (mut ss_a, mut df_a) = (0.0, 0.0);
+                for (j, &(_, i)) in measured.iter().enumerate() {
+                    if carries(c, j) {
+                        ss_a += within[i].0;
+                        df_a += within[i].1;
+                    }
+                }
+                let rest = ss_all - ss_a;
+                Some(
+                    -temper
+                        * (df_all / 2.0 * (rest.max(0.0) + ss_a / r2 + 1e-300).ln()
+                            + df_a / 2.0 * r2.ln()),
+                )
+            })
+            .collect();
+        let top = log_l
+            .iter()
+            .flatten()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        if !top.is_finite() {
+            return None;
+        }
+        let terms: Vec<f64> = log_l
+            .iter()
+            .zip(&per_sig)
+            .filter_map(|(l, &k)| l.map(|l| (k as f64 / allowed_count).ln() + l - top))
+            .collect();
+        let log_z = log_sum_exp(terms.iter().copied());
+        // P(point carries the noise's change), summed over j.
+        let mut noisy = vec![0.0f64; stats.len()];
+        for ((&c, l), &k) in sig_rows.iter().zip(&log_l).zip(&per_sig) {
+            let Some(l) = l else { continue };
+            let p = ((k as f64 / allowed_count).ln() + l - top - log_z).exp();
+            if p < 1e-12 {
+                continue;
+            }
+            for (j, &(_, i)) in measured.iter().enumerate() {
+                if carries(c, j) {
+                    noisy[i] += p;
+                }
+            }
+        }
+        let mut total = Stats::default();
+        let mut log_det = 0.0;
+        let stats: Vec<Stats> = stats
+            .iter()
+            .zip(&noisy)
+            .map(|(st, &p)| {
+                let v = 1.0 + (r2 - 1.0) * p.min(1.0);
+                log_det -= temper * 0.5 * st.n * v.ln();
+                let x = st.scaled(1.0 / v);
+                total.add(&x);
+                x
+            })
+            .collect();
+        Some(Self {
+            stats,
+            total,
+            log_det,
+            log_occam: log_z,
+        })
+    }
+}
+
 /// What every belief of one decision shares, because it depends on the evidence and the
 /// graph only: the measured points, their runs relative to the reference level with host
 /// drift taken out, and which measured points descend from each commit (its signature). A
@@ -922,6 +1050,55 @@ fn belief_with(
     let scale2 = (scale * scale).max(1e-12);
     let ss0 = totals[0].ss() + totals[1].ss();
     let log_ml0 = -power * (ss0 + floor).ln();
+    // Within each group, the points carrying this change (`b`) against the others: the
+    // step's information h and its estimate d pool the groups' contrasts. `r2`: the noise
+    // variance of the points carrying the change over that of the others. Returns the log
+    // marginal likelihood, d, the residual sum of squares and h.
+    let fit_on = |totals: &[Stats; 2], b: &[Stats; 2], r2: f64| -> Option<(f64, f64, f64, f64)> {
+        let (mut h, mut x, mut ss) = (0.0, 0.0, 0.0);
+        for (t, bg) in totals.iter().zip(b) {
+            let g = t.sub(bg);
+            let bg = bg.scaled(1.0 / r2);
+            let mut both = g;
+            both.add(&bg);
+            ss += both.ss();
+            if g.w > 1e-12 && bg.w > 1e-12 {
+                let hg = g.w * bg.w / (g.w + bg.w);
+                h += hg;
+                x += hg * (bg.mean() - g.mean());
+            }
+        }
+        if h <= 1e-12 {
+            return None;
+        }
+        let d = x / h;
+        let ssw = (ss - x * x / h).max(0.0) + floor;
+        let ml = log_sum_exp(prior.iter().map(|&(pi, mu, tau)| {
+            let gg = tau * tau / scale2;
+            pi.ln()
+                - 0.5 * (1.0 + h * gg).ln()
+                - power * (ssw + (d - mu).powi(2) / (1.0 / h + gg)).ln()
+        }));
+        let carried: f64 = b.iter().map(|x| x.n).sum();
+        // The density of the changed points' samples under a noise r times larger.
+        Some((ml - temper * carried * 0.5 * r2.ln(), d, ssw, h))
+    };
+    // Where the noise changes need not be where the level does (a commit that adds jitter
+    // but no cost, elsewhere in the range): see `NoiseApart`.
+    let apart = match noise_ratio {
+        Some(r2) if fixed.is_none() => NoiseApart::new(
+            &stats, measured, bits, words, sig_rows, sig_of, allowed, r2, temper,
+        ),
+        _ => None,
+    };
+    let log_ml0 = match &apart {
+        Some(a) => {
+            let ss = a.total.ss();
+            let ml = -power * (ss + floor).ln() + a.log_det + a.log_occam;
+            log_sum_exp([0.5f64.ln() + log_ml0, 0.5f64.ln() + ml].into_iter())
+        }
+        None => log_ml0,
+    };
     let mut sig_stats: Vec<(Stats, Stats)> = Vec::with_capacity(sig_rows.len());
     // The step and the residual sum of squares under each signature.
     let mut sig_fit: Vec<(f64, f64)> = Vec::with_capacity(sig_rows.len());
@@ -938,37 +1115,7 @@ fn belief_with(
             let mut above = b[0];
             above.add(&b[1]);
             sig_stats.push((total.sub(&above), above));
-            // Within each group, the points carrying this change against the others: the
-            // step's information h and its estimate d pool the groups' contrasts. `r2`: the
-            // noise variance of the points carrying the change over that of the others.
-            let fit = |r2: f64| -> Option<(f64, f64, f64, f64)> {
-                let (mut h, mut x, mut ss) = (0.0, 0.0, 0.0);
-                for (t, bg) in totals.iter().zip(&b) {
-                    let g = t.sub(bg);
-                    let bg = bg.scaled(1.0 / r2);
-                    let mut both = g;
-                    both.add(&bg);
-                    ss += both.ss();
-                    if g.w > 1e-12 && bg.w > 1e-12 {
-                        let hg = g.w * bg.w / (g.w + bg.w);
-                        h += hg;
-                        x += hg * (bg.mean() - g.mean());
-                    }
-                }
-                if h <= 1e-12 {
-                    return None;
-                }
-                let d = x / h;
-                let ssw = (ss - x * x / h).max(0.0) + floor;
-                let ml = log_sum_exp(prior.iter().map(|&(pi, mu, tau)| {
-                    let gg = tau * tau / scale2;
-                    pi.ln()
-                        - 0.5 * (1.0 + h * gg).ln()
-                        - power * (ssw + (d - mu).powi(2) / (1.0 / h + gg)).ln()
-                }));
-                // The density of the changed points' samples under a noise r times larger.
-                Some((ml - temper * above.n * 0.5 * r2.ln(), d, ssw, h))
-            };
+            let fit = |r2: f64| fit_on(&totals, &b, r2);
             let Some((ml, d, ssw, _)) = fit(1.0) else {
                 sig_fit.push((0.0, ss0));
                 return log_ml0;
@@ -987,8 +1134,29 @@ fn belief_with(
             // from heavy-tailed endpoints must not make every change fit worse than "no
             // change" (forced, it ended 1.5 to 6% of bisect-sim's CV 5% Student-t trials as
             // "not reproduced").
-            match noise_ratio {
-                Some(r2) if fixed.is_none() => fit(r2).map_or(ml, |f| {
+            // Half of the noise's change is taken where the level changes, half where the
+            // runs' own scatter places it (`NoiseApart`); a commit that moved the noise
+            // alone then gains from it only what placing that noise change there earns.
+            match (noise_ratio, &apart) {
+                (Some(r2), Some(a)) => {
+                    let mut bp = [Stats::default(); 2];
+                    for (j, &(_, i)) in measured.iter().enumerate() {
+                        if row[j / 64] >> (j % 64) & 1 == 1 {
+                            bp[0].add(&a.stats[i]);
+                        }
+                    }
+                    let totals_p = [a.total, Stats::default()];
+                    let placed = fit_on(&totals_p, &bp, 1.0).map(|f| f.0 + a.log_det + a.log_occam);
+                    let with_level = fit(r2).map(|f| f.0);
+                    log_sum_exp(
+                        std::iter::once(0.5f64.ln() + ml)
+                            .chain(with_level.map(|x| 0.25f64.ln() + x))
+                            .chain(placed.map(|x| 0.25f64.ln() + x))
+                            .collect::<Vec<f64>>()
+                            .into_iter(),
+                    )
+                }
+                (Some(r2), None) if fixed.is_none() => fit(r2).map_or(ml, |f| {
                     log_sum_exp([0.5f64.ln() + ml, 0.5f64.ln() + f.0].into_iter())
                 }),
                 _ => ml,

@@ -157,6 +157,14 @@ pub struct Lab {
     /// fault. Unlike drift it is sudden, so no smooth trend in time describes it.
     pub jump: f64,
     pub jump_at: u64,
+    /// Standard deviation (relative) of a level of each commit's own, drawn once per
+    /// commit: every commit changes the binary's layout (alignment, inlining, link order),
+    /// so commits that carry no change still differ a little, and more runs do not remove
+    /// that. 0: commits on one side of the change run alike.
+    pub commit_sd: f64,
+    /// A change of the noise alone, not of the level: commits that carry this commit run
+    /// with their noise multiplied by the factor (a commit that adds jitter, not cost).
+    pub noise_step: Option<(usize, f64)>,
 }
 
 impl Default for Lab {
@@ -177,6 +185,8 @@ impl Default for Lab {
             boot_cost: 0.0,
             jump: 0.0,
             jump_at: 0,
+            commit_sd: 0.0,
+            noise_step: None,
         }
     }
 }
@@ -194,20 +204,24 @@ impl World {
         v
     }
 
+    /// Which commits carry commit `k` (`k` itself and its descendants).
+    fn carries(&self, k: usize) -> Vec<bool> {
+        let n = self.graph.len();
+        let mut m = vec![false; n];
+        if k < n {
+            m[k] = true;
+            for c in k + 1..n {
+                m[c] = self.graph.parents(c).iter().any(|&p| m[p]);
+            }
+        }
+        m
+    }
+
     /// Level factor of every commit (1 + every step it carries) and whether it carries the
     /// first change.
     fn levels(&self) -> (Vec<f64>, Vec<bool>) {
         let n = self.graph.len();
-        let carries = |k: usize| {
-            let mut m = vec![false; n];
-            if k < n {
-                m[k] = true;
-                for c in k + 1..n {
-                    m[c] = self.graph.parents(c).iter().any(|&p| m[p]);
-                }
-            }
-            m
-        };
+        let carries = |k: usize| self.carries(k);
         let first = self.culprit.map_or(vec![false; n], carries);
         let mut level: Vec<f64> = first
             .iter()
@@ -309,14 +323,32 @@ pub fn run_trial_budgeted(
         })
         .collect();
     let (factor, has_change) = world.levels();
+    // Each commit's own level (layout), from a stream of its own so that cells without it
+    // keep their trials; the last entry is the good endpoint's.
+    let commit_level: Vec<f64> = if world.lab.commit_sd > 0.0 {
+        let mut r = StdRng::seed_from_u64(seed ^ 0x1a40_07c0_ffee);
+        (0..=world.graph.len())
+            .map(|_| {
+                let z: f64 = StandardNormal.sample(&mut r);
+                1.0 + world.lab.commit_sd * z
+            })
+            .collect()
+    } else {
+        vec![1.0; world.graph.len() + 1]
+    };
     let level = |p: Point| -> f64 {
         match p {
-            Point::Good => 100.0,
-            Point::Candidate(c) => 100.0 * factor[c],
+            Point::Good => 100.0 * commit_level[world.graph.len()],
+            Point::Candidate(c) => 100.0 * factor[c] * commit_level[c],
         }
     };
+    let noisier = world.lab.noise_step.map(|(k, f)| (world.carries(k), f));
     let noise_at = |p: Point| -> f64 {
-        match p {
+        let step = match (&noisier, p) {
+            (Some((m, f)), Point::Candidate(c)) if m[c] => *f,
+            _ => 1.0,
+        };
+        step * match p {
             Point::Candidate(c) if has_change[c] => world.lab.noise_after,
             _ => 1.0,
         }

@@ -549,8 +549,9 @@ fn two_branches_each_carrying_half_the_change_do_not_make_their_merge_the_culpri
     // merge differs from each parent by about the same as from the good level by half, the
     // pattern that made bisect-sim name a merge in about 1% of two-change trials. In this
     // 9-commit history it still names the merge in about 5% of trials (23 of 400 seeds at
-    // be5463a, 20 of 400 after the swap e-value; 9 of these 200): the bound is on that
-    // rate, not on any one seed. Without the merge parents' combined doubt it is 15 of 200.
+    // be5463a, 20 of 400 after the swap e-value; 52 of 1000 before the noise placed apart,
+    // 49 of 1000 and 22 of these 400 after it): the bound is on that rate, not on any one
+    // seed. Without the merge parents' combined doubt it was 15 of 200.
     let parents = vec![
         vec![],
         vec![0],
@@ -565,7 +566,8 @@ fn two_branches_each_carrying_half_the_change_do_not_make_their_merge_the_culpri
     let ids = (0..parents.len()).map(|i| format!("c{i}")).collect();
     let graph = CandidateGraph::new(ids, parents).expect("a valid DAG");
     let mut named_merge = Vec::new();
-    for seed in 0..200 {
+    let seeds = 400;
+    for seed in 0..seeds {
         let w = two_steps(&graph, (2, 0.015), (5, 0.015), 0.02);
         let t = run_trial(&w, &Settings::default(), seed);
         assert!(!t.stalled, "seed {seed}: {t:?}");
@@ -574,8 +576,8 @@ fn two_branches_each_carrying_half_the_change_do_not_make_their_merge_the_culpri
         }
     }
     assert!(
-        named_merge.len() <= 12,
-        "{} of 200: {named_merge:?}",
+        named_merge.len() <= 28,
+        "{} of {seeds}: {named_merge:?}",
         named_merge.len()
     );
 }
@@ -736,8 +738,9 @@ fn a_step_read_within_its_noise_predicts_what_a_change_of_interest_costs() {
     let (used, predicted) = t
         .first_prediction
         .expect("a prediction after the endpoints");
-    // (35 since each endpoint is measured in two deployments first.)
-    assert!(used <= 40, "{t:?}");
+    // (35 since each endpoint is measured in two deployments first; 70 since "no change"
+    // with the noise changing elsewhere (`NoiseApart`) must be ruled out too.)
+    assert!(used <= 80, "{t:?}");
     // A +0.5% step at 3.4% noise (0.15 noise units) costs a few thousand runs; the old
     // prediction was four orders of magnitude above that.
     assert!(
@@ -847,4 +850,41 @@ fn one_wild_run_among_the_endpoints_first_runs_does_not_inflate_the_first_predic
     // One in ten still predicts 5-14x what is taken: the wild run sits at an endpoint's
     // median there, or the step itself reads small.
     assert!(ratios[0].0 < 20.0, "(predicted / taken, seed): {ratios:?}");
+}
+
+#[test]
+fn a_commit_that_moves_only_the_noise_is_not_named() {
+    // Twelve bisects of 300 commits at CV 2% with a +3% step, and elsewhere in the range
+    // (before the culprit in half, after it in the rest) a commit that triples the noise
+    // and leaves the level alone: a commit that adds jitter, not cost. Its pattern of noise
+    // is no evidence of where the level changed, and its couples with its parent show no
+    // step. Read as part of the change, it was named in 5.5% of bisect-sim's trials and
+    // half of them ended without a culprit (1,019 mean runs).
+    let (mut exact, mut runs) = (0, 0);
+    let trials = 12u64;
+    for seed in 0..trials {
+        let culprit = 100 + 8 * seed as usize;
+        let mut w = world(seed, 300, Some(culprit), Noise::Gaussian { cv: 0.02 });
+        let noisy_from = if seed % 2 == 0 {
+            culprit - 60
+        } else {
+            culprit + 60
+        };
+        w.lab.noise_step = Some((noisy_from, 3.0));
+        let settings = Settings {
+            max_runs: 2000,
+            ..Settings::default()
+        };
+        let t = run_trial(&w, &settings, seed);
+        let named = t.named();
+        assert!(
+            named.iter().all(|&c| c == culprit),
+            "seed {seed}: named {named:?}, the step is at {culprit}, the noise at {noisy_from}"
+        );
+        exact += usize::from(t.correct(&w));
+        runs += t.runs;
+    }
+    assert!(exact >= 11, "{exact} of 12");
+    let mean = f64::from(runs) / trials as f64;
+    assert!(mean < 800.0, "mean runs {mean}");
 }

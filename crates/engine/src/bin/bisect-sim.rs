@@ -24,7 +24,10 @@
 //! shared by its runs, relative standard deviation; a host keeps the commit it booted, as the
 //! ssh runner does, unless a request asks for a fresh deployment), bootcost (a boot's cost in
 //! runs, counted in machine time), gradual (the change split evenly over
-//! that many commits in a row; every one of them is a planted culprit).
+//! that many commits in a row; every one of them is a planted culprit), noisestep (the noise
+//! multiplied by this from a random commit at least 3 away from the culprit on, the level
+//! unchanged: a commit that adds jitter, not cost), commitsd (a level of each commit's own,
+//! relative standard deviation, drawn once per commit and not inherited: code layout).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
@@ -76,6 +79,8 @@ struct Cell {
     boot_cost: f64,
     /// The change spread over this many commits (delta / gradual each), in history order.
     gradual: usize,
+    commit_sd: f64,
+    noise_step: f64,
     /// The product's budget: set from the engine's predictions under `max_runs`.
     product_budget: bool,
 }
@@ -112,6 +117,8 @@ impl Default for Cell {
             boot_sd: 0.0,
             boot_cost: 0.0,
             gradual: 1,
+            commit_sd: 0.0,
+            noise_step: 1.0,
             product_budget: false,
         }
     }
@@ -155,6 +162,8 @@ impl Cell {
                 "bootsd" => c.boot_sd = num()?,
                 "bootcost" => c.boot_cost = num()?,
                 "gradual" => c.gradual = (num()? as usize).max(1),
+                "commitsd" => c.commit_sd = num()?,
+                "noisestep" => c.noise_step = num()?,
                 "budget" if v == "product" => c.product_budget = true,
                 "budget" => c.product_budget = false,
                 _ => return Err(format!("unknown key {k:?}")),
@@ -224,6 +233,12 @@ impl Cell {
         }
         if self.gradual > 1 {
             s += &format!(" gradual={}", self.gradual);
+        }
+        if self.commit_sd != 0.0 {
+            s += &format!(" commitsd={}%", 100.0 * self.commit_sd);
+        }
+        if self.noise_step != 1.0 {
+            s += &format!(" noisestep={}x", self.noise_step);
         }
         if self.build != 1.0 {
             s += &format!(" build={}", self.build);
@@ -309,6 +324,15 @@ impl Cell {
         } else {
             0
         };
+        // A commit that changes only the noise, elsewhere in the range (drawn after the
+        // rest, so other cells keep their worlds).
+        let noise_step = (self.noise_step != 1.0).then(|| {
+            let mut other = rng.below(graph.len());
+            while culprit.is_some_and(|c| other.abs_diff(c) < 3) {
+                other = rng.below(graph.len());
+            }
+            (other, self.noise_step)
+        });
         World {
             graph,
             culprit,
@@ -331,6 +355,8 @@ impl Cell {
                 boot_cost: self.boot_cost,
                 jump: self.jump,
                 jump_at,
+                commit_sd: self.commit_sd,
+                noise_step,
                 ..Lab::default()
             },
         }
@@ -469,6 +495,12 @@ fn situation_cells() -> Vec<String> {
         "intermittent=0.25",
         "gradual=3",
         "delta=0.5",
+        // A commit elsewhere in the range that triples the noise and leaves the level
+        // alone (a commit that adds jitter, not cost), with a change and without one; and
+        // a level of each commit's own (0.5%: code layout), which no model here holds yet.
+        "noisestep=3",
+        "noisestep=3 change=no",
+        "commitsd=0.005",
         "",
         "cv=0.01",
         "cv=0.05",
@@ -552,8 +584,13 @@ fn run_cell(cell: &Cell, trials: usize, threads: usize) -> Row {
                             if wrong {
                                 // A wrong culprit is the failure that matters most: name the
                                 // trial so it can be replayed with --trace.
+                                let noise_step = world
+                                    .lab
+                                    .noise_step
+                                    .map(|(k, f)| format!(" (noise ×{f} from c{k})"))
+                                    .unwrap_or_default();
                                 eprintln!(
-                                    "{}: seed {seed} named {named:?}, planted {truth:?}",
+                                    "{}: seed {seed} named {named:?}, planted {truth:?}{noise_step}",
                                     cell.name()
                                 );
                             }
