@@ -935,7 +935,15 @@ fn belief_with(
             .and_then(|(g, b)| crate::intermittent::fit(&zs[g], &zs[b]))
     });
     let to_show = mixture.map(|m| m.runs_to_show());
-    let (weights, scale, shape) = robust_weights(zs, good_i, bad_i, mixture.is_some());
+    let (mut weights, scale, shape) = robust_weights(zs, good_i, bad_i, mixture.is_some());
+    // A host that jitters more than the others weighs less, run by run (`hosts`).
+    if let Some(by_host) = crate::hosts::weights(ev, points, zs, &weights) {
+        for (w, h) in weights.iter_mut().zip(by_host) {
+            for (l, f) in w.iter_mut().zip(h) {
+                *l *= f;
+            }
+        }
+    }
     let (tail, wild) = match shape {
         Tail::Gaussian => (None, None),
         Tail::StudentT(nu) => (Some(nu), None),

@@ -72,36 +72,12 @@ pub(crate) fn detrend(ev: &Evidence, points: &[Point], zs: Vec<Vec<f64>>) -> Vec
     let mut hosts: Vec<Vec<i64>> = Vec::with_capacity(zs.len());
     let mut seqs: Vec<Vec<f64>> = Vec::with_capacity(zs.len());
     for (p, z) in points.iter().zip(&zs) {
-        let (Some(t), raw) = (ev.taken.get(p), ev.at(*p)) else {
+        let Some(kept) = ev.taken_complete(*p).filter(|k| k.len() == z.len()) else {
             return zs;
         };
-        if t.len() != raw.len() {
-            return zs;
-        }
-        let kept: Vec<f64> = raw
-            .iter()
-            .zip(t)
-            .filter(|(y, _)| y.is_finite())
-            .map(|(_, t)| t.at)
-            .collect();
-        if kept.len() != z.len() {
-            return zs;
-        }
-        times.push(kept);
-        hosts.push(
-            raw.iter()
-                .zip(t)
-                .filter(|(y, _)| y.is_finite())
-                .map(|(_, t)| t.host)
-                .collect(),
-        );
-        seqs.push(
-            raw.iter()
-                .zip(t)
-                .filter(|(y, _)| y.is_finite())
-                .map(|(_, t)| f64::from(t.seq))
-                .collect(),
-        );
+        times.push(kept.iter().map(|t| t.at).collect());
+        hosts.push(kept.iter().map(|t| t.host).collect());
+        seqs.push(kept.iter().map(|t| f64::from(t.seq)).collect());
     }
     // Each sample's place among the runs of its host (0: the host's first run), for warm-up.
     let mut order: Vec<(i64, f64, usize, usize)> = Vec::new();

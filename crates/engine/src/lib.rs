@@ -15,8 +15,9 @@
 //!   change", with levels and noise integrated out, proposals at the quantiles of the
 //!   culprit mass, and verification against the parent (see the module's docs).
 //! - `threshold`: engine v1 ([`Strategy::Threshold`]), kept as a baseline.
-//! - `drift` and `boots`: what hosts and deployments add to a run (drift, warm-up, a cold
-//!   start, each host's level; a level per boot), read within re-measured points.
+//! - `drift`, `boots` and `hosts`: what hosts and deployments add to a run (drift, warm-up,
+//!   a cold start, each host's level; a level per boot; each host's noise), read within
+//!   re-measured points.
 //! - [`budget`]: how a bisect's budget of runs follows the engine's predictions.
 //! - `stats`: summaries and Welch's test, shared with the reports.
 //! - [`synth`] and [`sim`]: synthetic histories and a simulated lab, for tests, the
@@ -28,6 +29,7 @@ pub mod budget;
 mod dag;
 mod decide;
 mod drift;
+mod hosts;
 mod intermittent;
 pub mod sim;
 mod stats;

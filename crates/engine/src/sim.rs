@@ -165,6 +165,9 @@ pub struct Lab {
     /// A change of the noise alone, not of the level: commits that carry this commit run
     /// with their noise multiplied by the factor (a commit that adds jitter, not cost).
     pub noise_step: Option<(usize, f64)>,
+    /// Noise multiplier of the lab's first host (1: like the others): one machine of the
+    /// group jitters more (a noisy neighbour, a failing fan, another kernel config).
+    pub noisy_host: f64,
 }
 
 impl Default for Lab {
@@ -187,6 +190,7 @@ impl Default for Lab {
             jump_at: 0,
             commit_sd: 0.0,
             noise_step: None,
+            noisy_host: 1.0,
         }
     }
 }
@@ -553,7 +557,14 @@ pub fn run_trial_budgeted(
                                 * (1.0 + host)
                                 * (1.0 + host_level[host_i])
                                 * (1.0 + boot)
-                                * (1.0 + noise_at(p) * e);
+                                * (1.0
+                                    + noise_at(p)
+                                        * if host_i == 0 {
+                                            world.lab.noisy_host
+                                        } else {
+                                            1.0
+                                        }
+                                        * e);
                             if world.lab.quantum > 0.0 {
                                 y = (y / world.lab.quantum).round() * world.lab.quantum;
                             }

@@ -321,4 +321,17 @@ impl Evidence {
     pub fn at(&self, point: Point) -> &[f64] {
         self.samples.get(&point).map_or(&[], Vec::as_slice)
     }
+
+    /// When and where each complete sample at `point` was taken, in the samples' order;
+    /// None when `taken` does not say it for every sample.
+    pub(crate) fn taken_complete(&self, point: Point) -> Option<Vec<Taken>> {
+        let (taken, raw) = (self.taken.get(&point)?, self.at(point));
+        (taken.len() == raw.len()).then(|| {
+            raw.iter()
+                .zip(taken)
+                .filter(|(y, _)| y.is_finite())
+                .map(|(_, t)| *t)
+                .collect()
+        })
+    }
 }

@@ -888,3 +888,14 @@ fn a_commit_that_moves_only_the_noise_is_not_named() {
     let mean = f64::from(runs) / trials as f64;
     assert!(mean < 800.0, "mean runs {mean}");
 }
+
+#[test]
+fn a_host_that_jitters_more_weighs_less() {
+    // Two hosts, the first four times as noisy as the other (a noisy neighbour, a failing
+    // fan): every run weighed alike, its runs made every comparison as uncertain as its
+    // worst. Each host's noise is read within points and each run weighs by its host's.
+    let (exact, mean) = twelve_trials_in_a_lab(2, |lab| lab.noisy_host = 4.0);
+    assert!(exact >= 11, "{exact} of 12");
+    // 529 runs with each host's noise, 909 with one noise for every run.
+    assert!(mean < 750.0, "mean runs {mean}");
+}

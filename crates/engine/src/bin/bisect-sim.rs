@@ -27,7 +27,8 @@
 //! that many commits in a row; every one of them is a planted culprit), noisestep (the noise
 //! multiplied by this from a random commit at least 3 away from the culprit on, the level
 //! unchanged: a commit that adds jitter, not cost), commitsd (a level of each commit's own,
-//! relative standard deviation, drawn once per commit and not inherited: code layout).
+//! relative standard deviation, drawn once per commit and not inherited: code layout),
+//! noisyhost (the first host's noise multiplied by this: one machine of the group jitters).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
@@ -81,6 +82,7 @@ struct Cell {
     gradual: usize,
     commit_sd: f64,
     noise_step: f64,
+    noisy_host: f64,
     /// The product's budget: set from the engine's predictions under `max_runs`.
     product_budget: bool,
 }
@@ -119,6 +121,7 @@ impl Default for Cell {
             gradual: 1,
             commit_sd: 0.0,
             noise_step: 1.0,
+            noisy_host: 1.0,
             product_budget: false,
         }
     }
@@ -164,6 +167,7 @@ impl Cell {
                 "gradual" => c.gradual = (num()? as usize).max(1),
                 "commitsd" => c.commit_sd = num()?,
                 "noisestep" => c.noise_step = num()?,
+                "noisyhost" => c.noisy_host = num()?,
                 "budget" if v == "product" => c.product_budget = true,
                 "budget" => c.product_budget = false,
                 _ => return Err(format!("unknown key {k:?}")),
@@ -239,6 +243,9 @@ impl Cell {
         }
         if self.noise_step != 1.0 {
             s += &format!(" noisestep={}x", self.noise_step);
+        }
+        if self.noisy_host != 1.0 {
+            s += &format!(" noisyhost={}x", self.noisy_host);
         }
         if self.build != 1.0 {
             s += &format!(" build={}", self.build);
@@ -357,6 +364,7 @@ impl Cell {
                 jump_at,
                 commit_sd: self.commit_sd,
                 noise_step,
+                noisy_host: self.noisy_host,
                 ..Lab::default()
             },
         }
