@@ -168,6 +168,9 @@ pub struct Lab {
     /// Noise multiplier of the lab's first host (1: like the others): one machine of the
     /// group jitters more (a noisy neighbour, a failing fan, another kernel config).
     pub noisy_host: f64,
+    /// Hosts the change shows on (the first this many; 0: all): a regression that one
+    /// machine type of a mixed group has and another does not (a cache size, a NUMA layout).
+    pub change_on_hosts: usize,
 }
 
 impl Default for Lab {
@@ -191,6 +194,7 @@ impl Default for Lab {
             commit_sd: 0.0,
             noise_step: None,
             noisy_host: 1.0,
+            change_on_hosts: 0,
         }
     }
 }
@@ -552,6 +556,13 @@ pub fn run_trial_budgeted(
                                 let shows = rng.random::<f64>() < q;
                                 lv = lv / (1.0 + world.delta)
                                     * if shows { 1.0 + world.delta / q } else { 1.0 };
+                            }
+                            if world.lab.change_on_hosts > 0
+                                && host_i >= world.lab.change_on_hosts
+                                && let Point::Candidate(c) = p
+                                && has_change[c]
+                            {
+                                lv /= 1.0 + world.delta;
                             }
                             let mut y = lv
                                 * (1.0 + host)

@@ -28,7 +28,9 @@
 //! multiplied by this from a random commit at least 3 away from the culprit on, the level
 //! unchanged: a commit that adds jitter, not cost), commitsd (a level of each commit's own,
 //! relative standard deviation, drawn once per commit and not inherited: code layout),
-//! noisyhost (the first host's noise multiplied by this: one machine of the group jitters).
+//! noisyhost (the first host's noise multiplied by this: one machine of the group jitters),
+//! changeon (the change shows on the first this many hosts only: a regression one machine
+//! type of a mixed group has).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
@@ -83,6 +85,7 @@ struct Cell {
     commit_sd: f64,
     noise_step: f64,
     noisy_host: f64,
+    change_on_hosts: usize,
     /// The product's budget: set from the engine's predictions under `max_runs`.
     product_budget: bool,
 }
@@ -122,6 +125,7 @@ impl Default for Cell {
             commit_sd: 0.0,
             noise_step: 1.0,
             noisy_host: 1.0,
+            change_on_hosts: 0,
             product_budget: false,
         }
     }
@@ -168,6 +172,7 @@ impl Cell {
                 "commitsd" => c.commit_sd = num()?,
                 "noisestep" => c.noise_step = num()?,
                 "noisyhost" => c.noisy_host = num()?,
+                "changeon" => c.change_on_hosts = num()? as usize,
                 "budget" if v == "product" => c.product_budget = true,
                 "budget" => c.product_budget = false,
                 _ => return Err(format!("unknown key {k:?}")),
@@ -246,6 +251,9 @@ impl Cell {
         }
         if self.noisy_host != 1.0 {
             s += &format!(" noisyhost={}x", self.noisy_host);
+        }
+        if self.change_on_hosts > 0 {
+            s += &format!(" changeon={}", self.change_on_hosts);
         }
         if self.build != 1.0 {
             s += &format!(" build={}", self.build);
@@ -365,6 +373,7 @@ impl Cell {
                 commit_sd: self.commit_sd,
                 noise_step,
                 noisy_host: self.noisy_host,
+                change_on_hosts: self.change_on_hosts,
                 ..Lab::default()
             },
         }
