@@ -683,14 +683,9 @@ struct NoiseApart {
 }
 
 impl NoiseApart {
-    #[allow(clippy::too_many_arguments)]
     fn new(
         stats: &[Stats],
-        measured: &[(usize, usize)],
-        bits: &[u64],
-        words: usize,
-        sig_rows: &[usize],
-        sig_of: &[u32],
+        prep: &Prepared,
         allowed: &[bool],
         r2: f64,
         temper: f64,
@@ -698,6 +693,8 @@ impl NoiseApart {
         if !(r2 > 0.0 && r2.is_finite()) || r2 == 1.0 {
             return None;
         }
+        let (measured, bits, words) = (&prep.measured, &prep.bits, prep.words);
+        let (sig_rows, sig_of) = (&prep.sig_rows, &prep.sig_of);
         let within: Vec<(f64, f64)> = stats
             .iter()
             .map(|st| (st.ss(), (st.n - 1.0).max(0.0)))
@@ -1094,9 +1091,7 @@ fn belief_with(
     // Where the noise changes need not be where the level does (a commit that adds jitter
     // but no cost, elsewhere in the range): see `NoiseApart`.
     let apart = match noise_ratio {
-        Some(r2) if fixed.is_none() => NoiseApart::new(
-            &stats, measured, bits, words, sig_rows, sig_of, allowed, r2, temper,
-        ),
+        Some(r2) if fixed.is_none() => NoiseApart::new(&stats, prep, allowed, r2, temper),
         _ => None,
     };
     let log_ml0 = match &apart {

@@ -7,11 +7,12 @@
 //! noisier at CV 2%, took 412 mean runs where alike hosts take about 120; with two hosts,
 //! one 4× noisier, 2% of the bisects named a wrong commit.
 //!
-//! The model: a run's noise is σ·√v_h on host h. v_h is read *within points* (each point's
-//! level fitted apart, so no hypothesis enters it) from the runs' weighted residuals on each
-//! host, over the pooled residual variance, its logarithm shrunk towards 0 by twice its
-//! sampling variance over its square (as the endpoints' noise ratio is), so that hosts
-//! alike within chance stay alike. Each run then weighs 1/v_h.
+//! The model: a run's noise is σ·√v_h on host h. v_h is read from the runs' weighted
+//! residuals on each host around their deployment's mean (each deployment's level fitted
+//! apart, so no hypothesis enters it; around their point's mean where runs do not tell
+//! deployments apart), over the variance of a run of factor 1, its logarithm shrunk towards 0
+//! by twice its sampling variance over its square (as the endpoints' noise ratio is), so
+//! that hosts alike within chance stay alike. Each run then weighs 1/v_h.
 
 use crate::types::{Evidence, Point};
 
@@ -47,36 +48,39 @@ pub(crate) fn weights(
         return None;
     }
     let k_of = |host: &i64| ids.binary_search(host).expect("every host is listed");
-    // Per host: weighted residual sum of squares around each point's weighted mean, and
-    // its degrees of freedom (a point of W weight spends one on its mean, shared by its
-    // runs in proportion to their weight). The reference is read in turn with the hosts'
-    // factors, so that it stands for a run of factor 1, not for a pooled variance the noisy
-    // host inflates (against that, every host looked apart). The means stay unweighted by
-    // the factors: weighed by them, a host read noisier by chance moved the means away from
-    // its runs and read noisier still.
-    // Residuals within each deployment where the runs say which they share (a boot's own
-    // level is `boots`' to read, not a host's noise: read within points, hosts that booted
-    // a commit several times looked noisier than one that booted it once), else within
-    // each point.
+    // Per host: the runs' weighted residual sum of squares around their group's weighted
+    // mean, and its degrees of freedom (a group of W weight spends one on its mean, shared
+    // by its runs in proportion to their weight). Groups are deployments where the runs say
+    // which they share (a boot's own level is `boots`' to read, not a host's noise: read
+    // within points, hosts that booted a commit several times looked noisier than one that
+    // booted it once), else points. The means are not weighed by the hosts' factors:
+    // weighed by them, a host read noisier by chance moved the means away from its runs
+    // and read noisier still.
     let by_deployment = crate::boots::deployments(ev, points, zs);
     let scatter = |groups: Option<&Vec<Vec<usize>>>| {
         let mut ss = vec![0.0f64; ids.len()];
         let mut df = vec![0.0f64; ids.len()];
         for (i, ((z, l), h)) in zs.iter().zip(weights).zip(&hosts).enumerate() {
             let group = |r: usize| groups.map_or(0, |g| g[i][r]);
-            let count = groups.map_or(1, |g| g[i].iter().max().map_or(0, |m| m + 1));
-            for d in 0..count {
-                let runs: Vec<usize> = (0..z.len()).filter(|&r| group(r) == d).collect();
-                let w: f64 = runs.iter().map(|&r| l[r]).sum();
-                if runs.len() < 2 || w <= 0.0 {
+            // Per group: runs, weight and weighted sum.
+            let mut sums: Vec<(usize, f64, f64)> = Vec::new();
+            for r in 0..z.len() {
+                let g = group(r);
+                if sums.len() <= g {
+                    sums.resize(g + 1, (0, 0.0, 0.0));
+                }
+                sums[g].0 += 1;
+                sums[g].1 += l[r];
+                sums[g].2 += l[r] * z[r];
+            }
+            for r in 0..z.len() {
+                let (n, w, s) = sums[group(r)];
+                if n < 2 || w <= 0.0 {
                     continue;
                 }
-                let m = runs.iter().map(|&r| z[r] * l[r]).sum::<f64>() / w;
-                for &r in &runs {
-                    let k = k_of(&h[r]);
-                    ss[k] += l[r] * (z[r] - m).powi(2);
-                    df[k] += l[r] * (1.0 - l[r] / w);
-                }
+                let k = k_of(&h[r]);
+                ss[k] += l[r] * (z[r] - s / w).powi(2);
+                df[k] += l[r] * (1.0 - l[r] / w);
             }
         }
         (ss, df)
@@ -85,12 +89,17 @@ pub(crate) fn weights(
         (ss, df) if df.iter().sum::<f64>() >= 2.0 * MIN_DF => (ss, df),
         _ => scatter(None),
     };
+    let df_all: f64 = df.iter().sum();
+    if df_all < 2.0 * MIN_DF {
+        return None;
+    }
     let mut ratio = vec![1.0f64; ids.len()];
+    // The reference is read in turn with the hosts' factors, so that it stands for a run of
+    // factor 1, not for a pooled variance the noisy host inflates (against that, every host
+    // looked apart).
     for _ in 0..ROUNDS {
-        let df_all: f64 = df.iter().sum();
-        // A run of factor 1's variance: every host's residuals over its factor.
         let reference: f64 = ss.iter().zip(&ratio).map(|(s, r)| s / r).sum::<f64>() / df_all;
-        if df_all < 2.0 * MIN_DF || reference <= 0.0 || !reference.is_finite() {
+        if reference <= 0.0 || !reference.is_finite() {
             return None;
         }
         ratio = ss
