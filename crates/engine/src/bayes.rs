@@ -2959,6 +2959,11 @@ fn decide_with(
             // second change point given the likeliest single one, which can be a merge that
             // both changes reach).
             let named = [pair[0].0, pair[1].0];
+            // A change point other than k that fails the check with a stretch of one commit
+            // (two adjacent "steps": a level up at c and back at its child) is that one
+            // commit's own level, which no measurement can tell from a step: k, verified
+            // as one change, is the answer (such a pair ended with neither named).
+            let mut lone = false;
             if settled {
                 for (((c, bl), cp), other) in
                     pair.iter().zip(list.iter_mut()).zip([&named[1], &named[0]])
@@ -2977,6 +2982,9 @@ fn decide_with(
                         continue;
                     }
                     settled = false;
+                    let (dc, dother) = (descendants(graph, *c), descendants(graph, *other));
+                    let stretch = (0..graph.len()).filter(|&x| dc[x] != dother[x]).count();
+                    lone |= *c != k && stretch <= 1;
                     *cp = ChangePoint {
                         culprit: None,
                         ..change_point(graph, ev, bl, conf, false)
@@ -3007,6 +3015,14 @@ fn decide_with(
                         }
                     }
                 }
+            }
+            if lone && named.contains(&k) {
+                findings.misfit = false;
+                findings.changes = vec![one_step()];
+                return Decision::Done(Outcome::Found {
+                    culprit: k,
+                    confidence: pk,
+                });
             }
             findings.changes = list.clone();
             let names: Vec<String> = list
