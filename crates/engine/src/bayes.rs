@@ -1407,16 +1407,27 @@ fn stretch_point(
         return None;
     }
     let measured = |c: usize| !ev.at(Point::Candidate(c)).is_empty();
-    // Distance (in the stretch's order) to the nearest measured commit of it.
-    let gap = |i: usize| {
-        stretch
-            .iter()
-            .enumerate()
-            .filter(|&(_, &c)| measured(c))
-            .map(|(j, _)| i.abs_diff(j))
-            .min()
-            .unwrap_or(usize::MAX)
-    };
+    // Distance (in the stretch's order) to the nearest measured commit of it, in two sweeps
+    // (a stretch can hold most of a 100,000-commit range).
+    let mut gap = vec![usize::MAX; stretch.len()];
+    let mut last: Option<usize> = None;
+    for (i, &c) in stretch.iter().enumerate() {
+        if measured(c) {
+            last = Some(i);
+        }
+        if let Some(j) = last {
+            gap[i] = i - j;
+        }
+    }
+    last = None;
+    for (i, &c) in stretch.iter().enumerate().rev() {
+        if measured(c) {
+            last = Some(i);
+        }
+        if let Some(j) = last {
+            gap[i] = gap[i].min(j - i);
+        }
+    }
     // Every commit of the stretch measured: the one with the fewest runs, while it has
     // fewer than `enough` (past that a commit's own level is most of what its mean does not
     // know, and more of its runs cannot tell it from a step).
@@ -1430,7 +1441,7 @@ fn stretch_point(
     };
     (0..stretch.len())
         .filter(|&i| !measured(stretch[i]))
-        .max_by_key(|&i| gap(i))
+        .max_by_key(|&i| gap[i])
         .map(|i| stretch[i])
         .or_else(fewest)
 }
