@@ -1389,19 +1389,21 @@ pub(crate) fn belief_with_commit_levels(
     }))
 }
 
-/// A commit to measure between two change points `a` and `b`: of the commits that carry
-/// exactly one of them, the one whose measured neighbours in that stretch are farthest
-/// (never measured first; a stretch of one commit has nothing to add, so None).
-fn stretch_point(
-    graph: &CandidateGraph,
-    ev: &Evidence,
-    a: usize,
-    b: usize,
-    enough: usize,
-) -> Option<usize> {
-    let (da, db) = (descendants(graph, a), descendants(graph, b));
-    let stretch: Vec<usize> = (0..graph.len())
-        .filter(|&c| da[c] != db[c] && !ev.untestable.contains(&c))
+/// The stretch between two change points: the commits that carry exactly one of them,
+/// given each one's descendants.
+fn stretch(carry_a: &[bool], carry_b: &[bool]) -> Vec<usize> {
+    (0..carry_a.len())
+        .filter(|&c| carry_a[c] != carry_b[c])
+        .collect()
+}
+
+/// A commit of a `stretch` to measure: the one whose measured neighbours in it are farthest
+/// (never measured first; a stretch of one testable commit has nothing to add, so None).
+fn stretch_point(ev: &Evidence, stretch: &[usize], enough: usize) -> Option<usize> {
+    let stretch: Vec<usize> = stretch
+        .iter()
+        .copied()
+        .filter(|c| !ev.untestable.contains(c))
         .collect();
     if stretch.len() < 2 {
         return None;
@@ -2983,22 +2985,22 @@ fn decide_with(
                 for (((c, bl), cp), other) in
                     pair.iter().zip(list.iter_mut()).zip([&named[1], &named[0]])
                 {
+                    let carry_other = descendants(graph, *other);
                     let mixed = belief_with_commit_levels(
                         graph,
                         prep,
                         &neutral,
                         &without(*other),
                         SIDE_NO_CHANGE_PRIOR,
-                        Some(&descendants(graph, *other)),
+                        Some(&carry_other),
                     );
                     if mixed.p[*c] >= conf {
                         continue;
                     }
                     settled = false;
-                    let (dc, dother) = (descendants(graph, *c), descendants(graph, *other));
-                    let stretch = (0..graph.len()).filter(|&x| dc[x] != dother[x]).count();
-                    lone |=
-                        *c != k && (stretch <= 1 || (*other == k && mixed.no_change >= SIDE_CLEAR));
+                    let between = stretch(&descendants(graph, *c), &carry_other);
+                    lone |= *c != k
+                        && (between.len() <= 1 || (*other == k && mixed.no_change >= SIDE_CLEAR));
                     *cp = ChangePoint {
                         culprit: None,
                         ..change_point(graph, ev, bl, conf, false)
@@ -3008,7 +3010,7 @@ fn decide_with(
                     // noise (κ·W ≥ 2): a commit of two runs says little about whether
                     // commits differ beyond their noise.
                     let own = (2.0 / COMMIT_RATIOS[COMMIT_RATIOS.len() - 1].0) as u32;
-                    if let Some(q) = stretch_point(graph, ev, *c, *other, own as usize)
+                    if let Some(q) = stretch_point(ev, &between, own as usize)
                         && pending_at(Point::Candidate(q)) == 0
                     {
                         let ds = if bl.noise > 0.0 {
