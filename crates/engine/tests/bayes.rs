@@ -934,3 +934,32 @@ fn a_commit_that_runs_at_a_level_of_its_own_is_not_named_a_second_change() {
     let mean = f64::from(runs) / trials as f64;
     assert!(mean < 700.0, "mean runs {mean}");
 }
+
+#[test]
+fn a_step_smaller_than_the_size_of_interest_is_not_named_beside_the_culprit() {
+    // A near-exact metric (instruction counts: CV 0.1%) whose commits each move it a little
+    // of their own (0.2% standard deviation), beside a +3% step. Every such small move is as
+    // certain as the step, so the multi-change check found a second change point and named
+    // it (−0.9%, +0.8%): bisect-sim named a second commit in 10 of 100 such bisects, this
+    // test in 4 of 60 (seeds 14, 38, 52, 54). A change point whose step is below the 1%
+    // this bisect looks for is no culprit of it.
+    let (mut extra, mut exact) = (Vec::new(), 0);
+    let trials = 60u64;
+    for seed in 0..trials {
+        let culprit = 60 + 3 * seed as usize;
+        let mut w = world(seed, 300, Some(culprit), Noise::Gaussian { cv: 0.001 });
+        w.lab.commit_sd = 0.002;
+        let settings = Settings {
+            max_runs: 2000,
+            ..Settings::default()
+        };
+        let t = run_trial(&w, &settings, seed);
+        let named = t.named();
+        if named.iter().any(|&c| c != culprit) {
+            extra.push((seed, named));
+        }
+        exact += usize::from(t.correct(&w));
+    }
+    assert!(extra.is_empty(), "named besides the culprit: {extra:?}");
+    assert!(exact >= 58, "{exact} of {trials}");
+}
