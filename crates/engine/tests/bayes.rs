@@ -908,30 +908,13 @@ fn a_commit_that_runs_at_a_level_of_its_own_is_not_named_a_second_change() {
     // a second step: bisect-sim named a spurious second change point in 14% of such bisects.
     // A second change point must now also hold when commits have levels of their own, and
     // another commit of its stretch is measured instead of more runs of its couple.
-    let (mut spurious, mut exact, mut runs) = (Vec::new(), 0, 0);
-    let trials = 40u64;
-    for seed in 0..trials {
-        let culprit = 60 + 5 * seed as usize;
-        let mut w = world(seed, 300, Some(culprit), Noise::Gaussian { cv: 0.02 });
-        w.lab.commit_sd = 0.005;
-        let settings = Settings {
-            max_runs: 2000,
-            ..Settings::default()
-        };
-        let t = run_trial(&w, &settings, seed);
-        let named = t.named();
-        if named.iter().any(|&c| c != culprit) {
-            spurious.push((seed, named));
-        }
-        exact += usize::from(t.correct(&w));
-        runs += t.runs;
-    }
+    let trials = 40;
+    let (spurious, exact, mean) = with_commit_levels(trials, 0.02, 0.005, |seed| 60 + 5 * seed);
     assert!(
         spurious.len() <= 1,
         "named besides the culprit: {spurious:?}"
     );
     assert!(exact >= 34, "{exact} of {trials}");
-    let mean = f64::from(runs) / trials as f64;
     assert!(mean < 700.0, "mean runs {mean}");
 }
 
@@ -943,12 +926,26 @@ fn a_step_smaller_than_the_size_of_interest_is_not_named_beside_the_culprit() {
     // it (−0.9%, +0.8%): bisect-sim named a second commit in 10 of 100 such bisects, this
     // test in 4 of 60 (seeds 14, 38, 52, 54). A change point whose step is below the 1%
     // this bisect looks for is no culprit of it.
-    let (mut extra, mut exact) = (Vec::new(), 0);
-    let trials = 60u64;
+    let trials = 60;
+    let (extra, exact, _) = with_commit_levels(trials, 0.001, 0.002, |seed| 60 + 3 * seed);
+    assert!(extra.is_empty(), "named besides the culprit: {extra:?}");
+    assert!(exact >= 58, "{exact} of {trials}");
+}
+
+/// Bisects of 300 commits with merges, a +3% step at `culprit(seed)`, Gaussian noise of
+/// `cv` and every commit at a level of its own (`commit_sd`), up to 2000 runs each: those
+/// that named a commit besides the culprit (seed, names), how many were exact, mean runs.
+fn with_commit_levels(
+    trials: u64,
+    cv: f64,
+    commit_sd: f64,
+    culprit: impl Fn(u64) -> u64,
+) -> (Vec<(u64, Vec<usize>)>, usize, f64) {
+    let (mut besides, mut exact, mut runs) = (Vec::new(), 0, 0);
     for seed in 0..trials {
-        let culprit = 60 + 3 * seed as usize;
-        let mut w = world(seed, 300, Some(culprit), Noise::Gaussian { cv: 0.001 });
-        w.lab.commit_sd = 0.002;
+        let culprit = culprit(seed) as usize;
+        let mut w = world(seed, 300, Some(culprit), Noise::Gaussian { cv });
+        w.lab.commit_sd = commit_sd;
         let settings = Settings {
             max_runs: 2000,
             ..Settings::default()
@@ -956,10 +953,10 @@ fn a_step_smaller_than_the_size_of_interest_is_not_named_beside_the_culprit() {
         let t = run_trial(&w, &settings, seed);
         let named = t.named();
         if named.iter().any(|&c| c != culprit) {
-            extra.push((seed, named));
+            besides.push((seed, named));
         }
         exact += usize::from(t.correct(&w));
+        runs += t.runs;
     }
-    assert!(extra.is_empty(), "named besides the culprit: {extra:?}");
-    assert!(exact >= 58, "{exact} of {trials}");
+    (besides, exact, f64::from(runs) / trials as f64)
 }
