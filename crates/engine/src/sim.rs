@@ -171,6 +171,10 @@ pub struct Lab {
     /// Hosts the change shows on (the first this many; 0: all): a regression that one
     /// machine type of a mixed group has and another does not (a cache size, a NUMA layout).
     pub change_on_hosts: usize,
+    /// Standard deviation (relative) of a small change of each commit's own that its
+    /// descendants inherit: the level walks from commit to commit, as an instruction count
+    /// does when every commit adds or removes a little code. 0: no walk.
+    pub commit_walk: f64,
 }
 
 impl Default for Lab {
@@ -195,6 +199,7 @@ impl Default for Lab {
             noise_step: None,
             noisy_host: 1.0,
             change_on_hosts: 0,
+            commit_walk: 0.0,
         }
     }
 }
@@ -330,7 +335,36 @@ pub fn run_trial_budgeted(
             world.lab.host_sd * z
         })
         .collect();
-    let (factor, has_change) = world.levels();
+    let (mut factor, has_change) = world.levels();
+    // Each commit's small inherited change (a walk), from a stream of its own; a commit's
+    // level carries the changes of all its ancestors in the range.
+    if world.lab.commit_walk > 0.0 {
+        let n = world.graph.len();
+        let mut r = StdRng::seed_from_u64(seed ^ 0x3a1c_5eed_0bad);
+        let own: Vec<f64> = (0..n)
+            .map(|_| {
+                let z: f64 = StandardNormal.sample(&mut r);
+                (1.0 + world.lab.commit_walk * z).ln()
+            })
+            .collect();
+        let words = n.div_ceil(64);
+        let mut ancestors: Vec<Vec<u64>> = Vec::with_capacity(n);
+        for c in 0..n {
+            let mut a = vec![0u64; words];
+            a[c / 64] |= 1 << (c % 64);
+            for &p in world.graph.parents(c) {
+                for (x, y) in a.iter_mut().zip(&ancestors[p]) {
+                    *x |= *y;
+                }
+            }
+            let walk: f64 = (0..n)
+                .filter(|&i| a[i / 64] >> (i % 64) & 1 == 1)
+                .map(|i| own[i])
+                .sum();
+            factor[c] *= walk.exp();
+            ancestors.push(a);
+        }
+    }
     // Each commit's own level (layout), from a stream of its own so that cells without it
     // keep their trials; the last entry is the good endpoint's.
     let commit_level: Vec<f64> = if world.lab.commit_sd > 0.0 {

@@ -27,8 +27,9 @@
 //! that many commits in a row; every one of them is a planted culprit), noisestep (the noise
 //! multiplied by this from a random commit at least 3 away from the culprit on, the level
 //! unchanged: a commit that adds jitter, not cost), commitsd (a level of each commit's own,
-//! relative standard deviation, drawn once per commit and not inherited: code layout),
-//! noisyhost (the first host's noise multiplied by this: one machine of the group jitters),
+//! relative standard deviation, drawn once per commit and not inherited: code layout), walk
+//! (a small change of each commit's own, relative standard deviation, inherited by its
+//! descendants: an instruction count that every commit moves a little), noisyhost (the first host's noise multiplied by this: one machine of the group jitters),
 //! changeon (the change shows on the first this many hosts only: a regression one machine
 //! type of a mixed group has).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
@@ -83,6 +84,8 @@ struct Cell {
     /// The change spread over this many commits (delta / gradual each), in history order.
     gradual: usize,
     commit_sd: f64,
+    /// Each commit's small change of its own that descendants inherit (a walking level).
+    commit_walk: f64,
     noise_step: f64,
     noisy_host: f64,
     change_on_hosts: usize,
@@ -123,6 +126,7 @@ impl Default for Cell {
             boot_cost: 0.0,
             gradual: 1,
             commit_sd: 0.0,
+            commit_walk: 0.0,
             noise_step: 1.0,
             noisy_host: 1.0,
             change_on_hosts: 0,
@@ -170,6 +174,7 @@ impl Cell {
                 "bootcost" => c.boot_cost = num()?,
                 "gradual" => c.gradual = (num()? as usize).max(1),
                 "commitsd" => c.commit_sd = num()?,
+                "walk" => c.commit_walk = num()?,
                 "noisestep" => c.noise_step = num()?,
                 "noisyhost" => c.noisy_host = num()?,
                 "changeon" => c.change_on_hosts = num()? as usize,
@@ -242,6 +247,9 @@ impl Cell {
         }
         if self.gradual > 1 {
             s += &format!(" gradual={}", self.gradual);
+        }
+        if self.commit_walk != 0.0 {
+            s += &format!(" walk={}%", 100.0 * self.commit_walk);
         }
         if self.commit_sd != 0.0 {
             s += &format!(" commitsd={}%", 100.0 * self.commit_sd);
@@ -371,6 +379,7 @@ impl Cell {
                 jump: self.jump,
                 jump_at,
                 commit_sd: self.commit_sd,
+                commit_walk: self.commit_walk,
                 noise_step,
                 noisy_host: self.noisy_host,
                 change_on_hosts: self.change_on_hosts,
