@@ -2162,7 +2162,43 @@ fn within_point_noise(ev: &Evidence) -> Option<f64> {
     (df >= 2 && good != 0.0).then(|| (ss / df as f64).sqrt() / good.abs())
 }
 
-/// Standard errors (of the runs' own noise) a change point's measured step must stay under
+/// Whether commit `c`'s measured step, against the parent it differs from least (a merge
+/// carries a change of its own only when it differs from every parent; the good commit when
+/// `c` has none in the range), stays under `of_interest` by [`SMALL_CHANGE_Z`] standard
+/// errors of `run_noise`. False while `c` or all of its parents are unmeasured.
+fn step_below_interest(
+    graph: &CandidateGraph,
+    ev: &Evidence,
+    c: usize,
+    run_noise: f64,
+    of_interest: f64,
+) -> bool {
+    let at = |p: Point| ev.at(p);
+    let (Some(above), Some(good)) = (mean(at(Point::Candidate(c))), mean(at(Point::Good))) else {
+        return false;
+    };
+    if good == 0.0 {
+        return false;
+    }
+    let parents: Vec<Point> = if graph.parents(c).is_empty() {
+        vec![Point::Good]
+    } else {
+        graph
+            .parents(c)
+            .iter()
+            .map(|&p| Point::Candidate(p))
+            .collect()
+    };
+    let n_at = |p: Point| at(p).len().max(1) as f64;
+    parents.into_iter().any(|p| {
+        mean(at(p)).is_some_and(|below| {
+            let se = run_noise * (1.0 / n_at(Point::Candidate(c)) + 1.0 / n_at(p)).sqrt();
+            ((above - below) / good.abs()).abs() + SMALL_CHANGE_Z * se < of_interest
+        })
+    })
+}
+
+/// Standard errors (of the runs' own noise) a change point's measured step must stay under/// Standard errors (of the runs' own noise) a change point's measured step must stay under
 /// the size of interest by before it is no culprit (see the multi-change branch of
 /// `decide_with`).
 const SMALL_CHANGE_Z: f64 = 1.0;
@@ -2999,38 +3035,8 @@ fn decide_with(
                 let small: Vec<bool> = pair
                     .iter()
                     .map(|(c, bl)| {
-                        // The step's size as this change point's belief reads it, too: a
-                        // top commit that differs little from its parents while the belief
-                        // sees a larger step is not the step's place yet.
-                        if bl.change.abs() >= of_interest {
-                            return false;
-                        }
-                        // Against the parent it differs from least (a merge carries a change
-                        // of its own only when it differs from every parent).
-                        let at = |p: Point| ev.at(p);
-                        let (Some(above), Some(good)) =
-                            (mean(at(Point::Candidate(*c))), mean(at(Point::Good)))
-                        else {
-                            return false;
-                        };
-                        let mut parents: Vec<Point> = graph
-                            .parents(*c)
-                            .iter()
-                            .map(|&p| Point::Candidate(p))
-                            .filter(|&p| !at(p).is_empty())
-                            .collect();
-                        if graph.parents(*c).is_empty() {
-                            parents.push(Point::Good);
-                        }
-                        let n_at = |p: Point| at(p).len().max(1) as f64;
-                        good != 0.0
-                            && parents.iter().any(|&p| {
-                                let below = mean(at(p)).unwrap_or(above);
-                                let se = run_noise
-                                    * (1.0 / n_at(Point::Candidate(*c)) + 1.0 / n_at(p)).sqrt();
-                                ((above - below) / good.abs()).abs() + SMALL_CHANGE_Z * se
-                                    < of_interest
-                            })
+                        bl.change.abs() < of_interest
+                            && step_below_interest(graph, ev, *c, run_noise, of_interest)
                     })
                     .collect();
                 if let [first_small, second_small] = small[..]
