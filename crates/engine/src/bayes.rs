@@ -2725,9 +2725,14 @@ fn decide_with(
             .max_by(|x, y| x.1.total_cmp(&y.1))
             .expect("non-empty graph");
         let verify_from = (1.0 - VERIFY_START * (1.0 - conf)).max(0.5).min(conf);
-        if waiting && requests.len() < idle && pk >= verify_from && !ev.untestable.contains(&k) {
+        let settled_search = pk >= verify_from && !ev.untestable.contains(&k);
+        if (waiting || second_only) && requests.len() < idle && settled_search {
             // The search already points at one commit: its verification against the parent
-            // needs no endpoint, so it can run while the endpoint builds.
+            // needs no endpoint, so it can run while the endpoint builds, and nothing more
+            // runs ahead of the endpoints once it has its pairs. The search's own proposal
+            // here measured the culprit and its parent one run a deployment for as long as an
+            // endpoint's second deployment took to build (18 runs of a 49-run end-to-end
+            // bisect whose good commit builds in 12 s).
             let (parent, have) = verification(graph, ev, b, allowed, k);
             if have.len() < min_pairs(b)
                 && pending_at(Point::Candidate(k)) == 0

@@ -421,6 +421,29 @@ fn an_unbuildable_bad_commit_ends_the_bisect() {
     );
 }
 
+fn one_idle_host() -> Settings {
+    Settings {
+        idle_hosts: 1,
+        ..Settings::default()
+    }
+}
+
+/// What `decide` asks for, which must be measurements while the endpoints reproduce.
+fn reproducing_requests(
+    g: &CandidateGraph,
+    ev: &Evidence,
+    settings: &Settings,
+) -> Vec<perfbisect_engine::Request> {
+    match decide(g, ev, settings).0 {
+        Decision::Measure {
+            phase: Phase::Reproducing,
+            requests,
+            ..
+        } => requests,
+        d => panic!("{d:?}"),
+    }
+}
+
 #[test]
 fn a_slow_endpoint_does_not_pile_runs_on_the_other() {
     // The bad endpoint is measured; the good one is still building. Idle hosts build the
@@ -430,24 +453,75 @@ fn a_slow_endpoint_does_not_pile_runs_on_the_other() {
     ev.samples
         .insert(Point::Candidate(12), samples(102.0, 0.03, 5, 3));
     ev.pending.insert(Point::Good, 5);
-    let settings = Settings {
-        idle_hosts: 1,
-        ..Settings::default()
-    };
-    let (d, _) = decide(&g, &ev, &settings);
-    let Decision::Measure {
-        phase: Phase::Reproducing,
-        requests,
-        ..
-    } = &d
-    else {
-        panic!("{d:?}")
-    };
+    let settings = one_idle_host();
+    let requests = reproducing_requests(&g, &ev, &settings);
     assert_eq!(requests.len(), 1);
     assert!(
         matches!(requests[0].point, Point::Candidate(c) if c < 12),
         "{requests:?}"
     );
+}
+
+#[test]
+fn a_settled_search_waits_for_an_endpoints_second_deployment_without_running_ahead() {
+    // The end-to-end bisect whose good commit builds for 12 s: the search has settled on
+    // commit 7 while the good endpoint's second deployment is still building. The idle host
+    // measures 7 against its parent (the verification, which needs no endpoint) rather than
+    // one more run of 7 or 6 on a boot of its own (18 such runs in a 49-run bisect).
+    let g = linear(13);
+    let taken = |host: i64, seqs: &[u32]| -> Vec<perfbisect_engine::Taken> {
+        seqs.iter()
+            .enumerate()
+            .map(|(i, &seq)| perfbisect_engine::Taken {
+                at: i as f64,
+                host,
+                seq,
+            })
+            .collect()
+    };
+    let mut ev = Evidence::default();
+    let mut measured = |p: Point, level: f64, host: i64, seqs: &[u32], seed: u64| {
+        ev.samples
+            .insert(p, samples(level, 0.005, seqs.len(), seed));
+        ev.taken.insert(p, taken(host, seqs));
+    };
+    measured(Point::Good, 100.0, 1, &[0, 1, 2], 1);
+    measured(
+        Point::Candidate(12),
+        102.0,
+        2,
+        &[0, 1, 2, 3, 4, 0, 1, 2, 3, 4],
+        2,
+    );
+    measured(Point::Candidate(7), 102.0, 2, &[0; 6], 3);
+    measured(Point::Candidate(6), 100.0, 2, &[0; 6], 4);
+    measured(Point::Candidate(3), 100.0, 2, &[0, 1, 2], 5);
+    measured(Point::Candidate(9), 102.0, 2, &[0, 1, 2], 6);
+    // The endpoints' couple that brings the good one's second deployment is under way.
+    ev.pending.insert(Point::Good, 2);
+    ev.pending.insert(Point::Candidate(12), 2);
+    let settings = one_idle_host();
+    let requests = reproducing_requests(&g, &ev, &settings);
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let r = &requests[0];
+    assert_eq!(
+        (r.point, r.pair_with),
+        (Point::Candidate(7), Some(Point::Candidate(6))),
+        "{requests:?}"
+    );
+    // Once the pairs are in, nothing more runs ahead of the endpoint.
+    let pairs: Vec<(f64, f64)> = samples(102.0, 0.005, 6, 7)
+        .into_iter()
+        .zip(samples(100.0, 0.005, 6, 8))
+        .collect();
+    ev.pairs
+        .insert((Point::Candidate(7), Point::Candidate(6)), pairs);
+    let (d, _) = decide(&g, &ev, &settings);
+    match &d {
+        Decision::Measure { requests, .. } => assert!(requests.is_empty(), "{d:?}"),
+        Decision::Wait { .. } => {}
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
