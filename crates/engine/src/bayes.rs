@@ -92,6 +92,12 @@ const SURVIVAL_TERMS: usize = 12;
 /// Prior probability that a verified step is only part of the range's change (its parent
 /// already partly changed: two changed lines meeting at a merge, or a change below it).
 const PARTIAL_PRIOR: f64 = 0.2;
+/// Prior probability that a verified step overshoots the range's change: k beyond the bad
+/// level, or a parent beyond the good one (a change of the other sign elsewhere in the
+/// range: a regression and a later partial fix), by up to [`OVERSHOOT_REACH`] times the
+/// range's change.
+const OVERSHOOT_PRIOR: f64 = 0.1;
+const OVERSHOOT_REACH: f64 = 2.0;
 /// Above this probability of "only part of the change", `Found` waits for more runs at the
 /// good endpoint and the parent.
 const PARTIAL_DOUBT: f64 = 0.2;
@@ -2265,22 +2271,49 @@ fn partial_step(
         };
         let se = side_sigma * (1.0 / n_p + 1.0 / n_ref.max(1.0)).sqrt();
         let x = m - level;
-        // Bayes factor of "partial" against "at the reference level", on a grid of f.
+        // Bayes factors of "partial" (f on (0, 1)) and "beyond" (f on (−OVERSHOOT_REACH, 0))
+        // against "at the reference level", each on a grid of f.
         let steps = 64;
-        let log0 = -(x / se).powi(2) / 2.0;
-        let log_alt = log_sum_exp((0..steps).map(|i| {
-            let f = (i as f64 + 0.5) / steps as f64;
-            -((x - f * towards) / se).powi(2) / 2.0 - (steps as f64).ln()
-        }));
-        let log_bf = log_alt - log0;
-        let odds = PARTIAL_PRIOR / (1.0 - PARTIAL_PRIOR) * log_bf.min(700.0).exp();
+        let bf = |lo: f64, hi: f64, se: f64| {
+            let log0 = -(x / se).powi(2) / 2.0;
+            let log_alt = log_sum_exp((0..steps).map(|i| {
+                let f = lo + (hi - lo) * (i as f64 + 0.5) / steps as f64;
+                -((x - f * towards) / se).powi(2) / 2.0 - (steps as f64).ln()
+            }));
+            (log_alt - log0).min(700.0).exp()
+        };
+        // Beyond by at least the size of interest: a smaller change of the other sign is not
+        // one this bisect looks for, and an alternative that reaches down to 0 cannot be
+        // told from "at the reference" without many more runs. Judged with the plain noise
+        // where it is wider than the robust one: wild runs on the step's side pull k's mean
+        // beyond the bad level (bisect-sim's outlier cell, 5% of runs 20-100% slow, spent
+        // 11% more runs on such doubts with the robust noise).
+        let least = of_interest / towards.abs();
+        let wide = se * (b.noise / b.planning_noise).max(1.0);
+        let beyond = if least < OVERSHOOT_REACH && wide.is_finite() {
+            bf(-OVERSHOOT_REACH, -least, wide)
+        } else {
+            0.0
+        };
+        // Each reading against "at the reference" under its own prior, the likelier one
+        // counting: pooled into one alternative, their priors added up to a doubt that
+        // runs without information did not clear (wild runs kept it above the bar for 300
+        // runs of one bisect).
+        let posterior = |prior: f64, bf: f64| {
+            let odds = prior / (1.0 - prior) * bf;
+            odds / (1.0 + odds)
+        };
         // A point measured far past the size of interest that still reads a little off its
         // reference is noise that lingers, not a change: the posterior of "partial" falls
         // only as 1/√n at a fixed distance in standard errors, and a CV 5% bisect spent 1400
         // runs on k and the bad endpoint (600 each, 2.5 SE apart, 0.7% of a 3% step) and ran
         // out of its 2000 with the culprit at 1.0000.
         let settled = se <= PARTIAL_PRECISION * of_interest && x.abs() + se < of_interest;
-        let post = if settled { 0.0 } else { odds / (1.0 + odds) };
+        let post = if settled {
+            0.0
+        } else {
+            posterior(PARTIAL_PRIOR, bf(0.0, 1.0, se)).max(posterior(OVERSHOOT_PRIOR, beyond))
+        };
         if merge && reference == Point::Good {
             clean_parents *= 1.0 - post;
             parents_measured &= n_p >= MERGE_PARENT_SAMPLES;

@@ -618,6 +618,40 @@ fn a_second_step_merged_from_a_branch_is_named_at_its_commit_not_at_the_merge() 
 }
 
 #[test]
+fn a_regression_partly_undone_later_in_the_range_is_reported_as_two_changes() {
+    // +3% at one commit and −1.5% at a later one (a regression, then a partial fix), or the
+    // other way round, in 60 commits at CV 2%: the range moves by +1.5% while the step at
+    // the regression is +3%. One step at c20 puts c20 at the bad level, and c20 measured
+    // above it is a change of the other sign after c20 (its parent below the good level:
+    // one before it). Checked only for a step that fell short of the range's change, such
+    // bisects named the regression alone ("found", one change): 4 of these 40 reported two
+    // changes, 14 with the check.
+    let g = linear(60);
+    let mut reported = Vec::new();
+    let seeds = 20;
+    for seed in 0..seeds {
+        for (first, second) in [((20, 0.03), (40, -0.015)), ((20, -0.015), (40, 0.03))] {
+            let w = two_steps(&g, first, second, 0.02);
+            let t = run_trial(&w, &Settings::default(), seed);
+            assert!(!t.stalled, "seed {seed}: {t:?}");
+            let named = t.named();
+            assert!(
+                named.iter().all(|c| *c == 20 || *c == 40),
+                "seed {seed}: a wrong culprit: {:?}",
+                t.outcome
+            );
+            reported.push(matches!(t.outcome, Outcome::Changes { .. }));
+        }
+    }
+    let both = reported.iter().filter(|&&r| r).count();
+    eprintln!(
+        "{both} of {} reported as more than one change",
+        reported.len()
+    );
+    assert!(both >= 10, "{both} of {}: {reported:?}", reported.len());
+}
+
+#[test]
 fn two_branches_each_carrying_half_the_change_do_not_make_their_merge_the_culprit() {
     // 0-1-2-3-----7-8 (8: bad); 4-5-6 branch off 0 and merge at 7. +1.5% at 2 and at 5: the
     // merge differs from each parent by about the same as from the good level by half, the
