@@ -98,8 +98,8 @@ const PARTIAL_PRIOR: f64 = 0.2;
 /// range's change.
 const OVERSHOOT_PRIOR: f64 = 0.1;
 const OVERSHOOT_REACH: f64 = 2.0;
-/// Above this probability of "only part of the change", `Found` waits for more runs at the
-/// good endpoint and the parent.
+/// Above this probability of "only part of the change" (or "beyond it"), `Found` waits for
+/// more runs at the good endpoint and the parent.
 const PARTIAL_DOUBT: f64 = 0.2;
 /// A merge's parents' doubts add up until each holds this much sample weight (outlier
 /// noise that never settles then costs a merge culprit at most about 40 runs per parent).
@@ -2204,7 +2204,7 @@ fn step_below_interest(
     })
 }
 
-/// Standard errors (of the runs' own noise) a change point's measured step must stay under/// Standard errors (of the runs' own noise) a change point's measured step must stay under
+/// Standard errors (of the runs' own noise) a change point's measured step must stay under
 /// the size of interest by before it is no culprit (see the multi-change branch of
 /// `decide_with`).
 const SMALL_CHANGE_Z: f64 = 1.0;
@@ -2214,7 +2214,10 @@ const SMALL_CHANGE_Z: f64 = 1.0;
 /// good level and k itself at the bad level; the alternative puts a parent at
 /// good + f·(bad − good), or k at bad − f·(bad − good), f uniform on (0, 1) (another change
 /// below k, on a branch k merges, or above k). Levels after drift and warm-up removal, with
-/// the bisect's noise; prior [`PARTIAL_PRIOR`] for each. A point whose partial part is
+/// the bisect's noise; prior [`PARTIAL_PRIOR`] for each. A second alternative puts the point
+/// beyond its reference, f on (−[`OVERSHOOT_REACH`], −of_interest/|bad − good|) under
+/// [`OVERSHOOT_PRIOR`]: k's step larger than the range's change, which a change of the
+/// other sign elsewhere in the range has partly undone. A point whose partial part is
 /// surely below `of_interest` (see [`PARTIAL_PRECISION`]) raises no doubt.
 fn partial_step(
     graph: &CandidateGraph,
@@ -3016,7 +3019,7 @@ fn decide_with(
                     return run_out(", and a second change would move the first");
                 }
                 let why = format!(
-                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}, P(the step at {0} is only part of the change) {:.3}; {}",
+                    "checking that one change explains the range around {}: P(no further change) {:.3}, P({0} with a second step) {:.4}, P(the step at {0} is not the whole change: part of it, or beyond it) {:.3}; {}",
                     short(graph, k),
                     second.no_change,
                     survives,
