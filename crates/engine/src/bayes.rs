@@ -2277,7 +2277,7 @@ fn partial_step(
         // Bayes factors of "partial" (f on (0, 1)) and "beyond" (f on (−OVERSHOOT_REACH, 0))
         // against "at the reference level", each on a grid of f.
         let steps = 64;
-        let bf = |lo: f64, hi: f64, se: f64| {
+        let bf = |lo: f64, hi: f64| {
             let log0 = -(x / se).powi(2) / 2.0;
             let log_alt = log_sum_exp((0..steps).map(|i| {
                 let f = lo + (hi - lo) * (i as f64 + 0.5) / steps as f64;
@@ -2287,14 +2287,10 @@ fn partial_step(
         };
         // Beyond by at least the size of interest: a smaller change of the other sign is not
         // one this bisect looks for, and an alternative that reaches down to 0 cannot be
-        // told from "at the reference" without many more runs. Judged with the plain noise
-        // where it is wider than the robust one: wild runs on the step's side pull k's mean
-        // beyond the bad level (bisect-sim's outlier cell, 5% of runs 20-100% slow, spent
-        // 11% more runs on such doubts with the robust noise).
+        // told from "at the reference" without many more runs.
         let least = of_interest / towards.abs();
-        let wide = se * (b.noise / b.planning_noise).max(1.0);
-        let beyond = if least < OVERSHOOT_REACH && wide.is_finite() {
-            bf(-OVERSHOOT_REACH, -least, wide)
+        let beyond = if least < OVERSHOOT_REACH {
+            bf(-OVERSHOOT_REACH, -least)
         } else {
             0.0
         };
@@ -2315,7 +2311,7 @@ fn partial_step(
         let post = if settled {
             0.0
         } else {
-            posterior(PARTIAL_PRIOR, bf(0.0, 1.0, se)).max(posterior(OVERSHOOT_PRIOR, beyond))
+            posterior(PARTIAL_PRIOR, bf(0.0, 1.0)).max(posterior(OVERSHOOT_PRIOR, beyond))
         };
         if merge && reference == Point::Good {
             clean_parents *= 1.0 - post;
