@@ -2274,8 +2274,8 @@ fn partial_step(
         };
         let se = side_sigma * (1.0 / n_p + 1.0 / n_ref.max(1.0)).sqrt();
         let x = m - level;
-        // Bayes factors of "partial" (f on (0, 1)) and "beyond" (f on (−OVERSHOOT_REACH, 0))
-        // against "at the reference level", each on a grid of f.
+        // Bayes factors of "partial" (f on (0, 1)) and "beyond" (f negative, below) against
+        // "at the reference level", each on a grid of f.
         let steps = 64;
         let bf = |lo: f64, hi: f64| {
             let log0 = -(x / se).powi(2) / 2.0;
