@@ -29,9 +29,10 @@
 //! unchanged: a commit that adds jitter, not cost), commitsd (a level of each commit's own,
 //! relative standard deviation, drawn once per commit and not inherited: code layout), walk
 //! (a small change of each commit's own, relative standard deviation, inherited by its
-//! descendants: an instruction count that every commit moves a little), noisyhost (the first host's noise multiplied by this: one machine of the group jitters),
-//! changeon (the change shows on the first this many hosts only: a regression one machine
-//! type of a mixed group has).
+//! descendants: an instruction count that every commit moves a little), noisyhost (the
+//! first host's noise multiplied by this: one machine of the group jitters), changeon (the
+//! change shows on the first this many hosts only: a regression one machine type of a mixed
+//! group has).
 //! noise also takes skewed (one-sided multiplicative), outliers and slowruns (one run in 50
 //! 15% low, as the example repository's benchmark).
 //! Columns: exact = every planted culprit named (A/A: "not reproduced"; an inconclusive A/A
