@@ -1,7 +1,7 @@
 //! The Bayesian engine through the public seam: decisions, phases, stopping and outcomes.
 
 use perfbisect_engine::budget::Budget;
-use perfbisect_engine::sim::{Noise, World, run_trial, run_trial_budgeted};
+use perfbisect_engine::sim::{Noise, Trial, World, run_trial, run_trial_budgeted};
 use perfbisect_engine::synth::{self, Shape, SplitMix};
 use perfbisect_engine::{
     CandidateGraph, Decision, Evidence, Outcome, Phase, Point, Settings, Verdict, decide,
@@ -747,6 +747,33 @@ fn sim_cell_world(seed: u64, cv: f64, skip: f64) -> (World, usize) {
 }
 
 #[test]
+fn a_clear_change_against_the_stated_direction_is_bisected_not_called_no_change() {
+    // The user says "increase"; the range falls 3% at CV 2%. With the hint kept as a prior
+    // of one sign, 17 of 100 such bisect-sim trials ended "no change between the
+    // endpoints" (P(no change) 0.95 with the endpoints 2.4–3.7% apart) while the other 83
+    // found the commit; these are five of the 17. The endpoints contradict the hint, so it
+    // is dropped, and the findings say it was contradicted.
+    for i in [11, 12, 16, 23, 25] {
+        let seed = 1_000_003 * i + 17;
+        let (mut w, culprit) = sim_cell_world(seed, 0.02, 0.0);
+        w.delta = -0.03;
+        let settings = Settings {
+            max_runs: 2000,
+            direction: Some(perfbisect_engine::Direction::Increase),
+            ..Settings::default()
+        };
+        let t = run_trial(&w, &settings, seed);
+        assert_eq!(
+            t.named(),
+            vec![culprit],
+            "seed {seed}: {:?} after {} runs",
+            t.outcome,
+            t.runs
+        );
+    }
+}
+
+#[test]
 fn an_unbuildable_parent_of_a_merge_culprit_is_not_asked_for_again() {
     // bisect-sim's `skip=0.05` cell, seed 38000131: the culprit c237 is a merge whose parent
     // c234 cannot be built. The partial-step check asked for c234 forever (a runaway).
@@ -1078,7 +1105,7 @@ fn an_exact_metric_that_moves_a_little_at_every_commit_is_not_measured_again_and
     // 1000), where 62 do; here 189.4 against 58.5. A change point below the size of
     // interest, in an exact metric, is dropped even before it settles.
     let trials = 20;
-    let (exact, runs) = walking(trials, 300, 0.0, |seed| 60 + 10 * seed);
+    let (exact, runs) = walking(trials, 300, 0.0, 0.0001, |seed| 60 + 10 * seed);
     assert_eq!(exact, trials as usize, "{exact} of {trials}");
     let mean = f64::from(runs.iter().sum::<u32>()) / trials as f64;
     assert!(mean < 100.0, "mean runs {mean}");
@@ -1093,28 +1120,64 @@ fn a_near_exact_metric_does_not_search_a_move_below_interest_to_the_cap() {
     // the cap (bisect-sim: 6% of them, 191 runs a bisect on average; 44.5 now). Here seeds
     // 6 and 14 took 2000 and 1873 runs.
     let trials = 20;
-    let (exact, runs) = walking(trials, 1000, 0.001, |seed| 100 + 5 * seed);
+    let (exact, runs) = walking(trials, 1000, 0.001, 0.0001, |seed| 100 + 5 * seed);
     let worst = runs.iter().copied().max().unwrap_or(0);
     assert_eq!(exact, trials as usize, "{exact} of {trials}");
     assert!(worst < 1000, "a bisect took {worst} runs");
 }
 
-/// Bisects of `n` commits with merges, a +3% step at `culprit(seed)`, Gaussian noise of
-/// `cv` and a level that walks 0.01% a commit (each commit's own change, inherited), up to
-/// 2000 runs each: how many were exact, and each one's runs.
-fn walking(trials: u64, n: usize, cv: f64, culprit: impl Fn(u64) -> u64) -> (usize, Vec<u32>) {
+#[test]
+fn a_commit_whose_own_move_is_below_interest_is_not_named_where_the_level_walks() {
+    // A near-exact metric (CV 0.1%) whose level walks 0.1% a commit (every commit's own
+    // move, inherited), beside a +3% step. Each small move is as certain as the step, and
+    // the search settled on some of them: bisect-sim (N = 1000) named a wrong commit in 21
+    // of 100 such bisects, its own step between −0.9% and +0.8%, beside or instead of the
+    // culprit; this test in 4 of 30 (seeds 3, 7, 24, 28). A change point whose own step is surely below the 1% this bisect looks for
+    // stays in the outcome without a name.
+    let trials = 30;
+    let mut wrong = Vec::new();
+    for seed in 0..trials {
+        let culprit = (100 + 13 * seed) as usize;
+        let (_, t) = walking_trial(seed, 1000, 0.001, 0.001, culprit);
+        let named = t.named();
+        if named.iter().any(|&c| c != culprit) {
+            wrong.push((seed, named));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "named a commit that is not the culprit: {wrong:?}"
+    );
+}
+
+/// [`walking_trial`]s, one a seed: how many were exact, and each one's runs.
+fn walking(
+    trials: u64,
+    n: usize,
+    cv: f64,
+    walk: f64,
+    culprit: impl Fn(u64) -> u64,
+) -> (usize, Vec<u32>) {
     let (mut exact, mut runs) = (0, Vec::new());
     for seed in 0..trials {
         let culprit = culprit(seed) as usize;
-        let mut w = world(seed, n, Some(culprit), Noise::Gaussian { cv });
-        w.lab.commit_walk = 0.0001;
-        let settings = Settings {
-            max_runs: 2000,
-            ..Settings::default()
-        };
-        let t = run_trial(&w, &settings, seed);
+        let (w, t) = walking_trial(seed, n, cv, walk, culprit);
         exact += usize::from(t.correct(&w));
         runs.push(t.runs);
     }
     (exact, runs)
+}
+
+/// One bisect of `n` commits with merges, a +3% step at `culprit`, Gaussian noise of `cv`
+/// and a level that walks `walk` a commit (each commit's own move, inherited), up to 2000
+/// runs.
+fn walking_trial(seed: u64, n: usize, cv: f64, walk: f64, culprit: usize) -> (World, Trial) {
+    let mut w = world(seed, n, Some(culprit), Noise::Gaussian { cv });
+    w.lab.commit_walk = walk;
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    let t = run_trial(&w, &settings, seed);
+    (w, t)
 }
