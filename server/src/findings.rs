@@ -52,6 +52,7 @@ fn change_point(graph: &CandidateGraph, c: &ChangePoint) -> ChangePointView {
             })
             .collect(),
         change: c.change,
+        below_interest: c.below_interest,
     }
 }
 
@@ -85,6 +86,13 @@ pub fn describe_changes(changes: &[ChangePointView]) -> String {
         .iter()
         .map(|c| match &c.culprit {
             Some(s) => format!("{} ({:+.2}%)", &s[..12.min(s.len())], 100.0 * c.change),
+            None if c.below_interest => format!(
+                "{} ({:+.2}%, below the size of interest: not named)",
+                c.candidates
+                    .first()
+                    .map_or("?", |x| &x.sha[..12.min(x.sha.len())]),
+                100.0 * c.change
+            ),
             None => format!(
                 "one of {} ({:+.2}%)",
                 c.candidates

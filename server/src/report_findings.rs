@@ -37,6 +37,7 @@ pub fn range_findings(
                     })
                     .collect(),
                 change: c.change,
+                below_interest: c.below_interest,
             })
             .collect(),
         more_than_one_change: f.more_than_one_change,

@@ -2131,6 +2131,7 @@ fn change_point(
         },
         candidates: set,
         change,
+        below_interest: false,
     }
 }
 
@@ -2268,6 +2269,7 @@ fn withdraw_small_names(
             && step_below_interest(graph, ev, c, run_noise, of_interest, z)
         {
             cp.culprit = None;
+            cp.below_interest = true;
             withdrawn.push((c, local_change(graph, ev, c).unwrap_or(cp.change)));
         }
     }
@@ -2653,6 +2655,7 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
                 for cp in &mut findings.changes {
                     if cp.culprit == Some(culprit) {
                         cp.culprit = None;
+                        cp.below_interest = true;
                     }
                 }
                 let why = format!(

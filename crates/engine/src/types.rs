@@ -170,6 +170,11 @@ pub struct ChangePoint {
     pub candidates: Vec<(usize, f64)>,
     /// Size of the step: (level after − level before) / good level.
     pub change: f64,
+    /// Not named because its commit's own step is surely below the size of change the
+    /// bisect looks for (a level that moves a little at every commit); `candidates` still
+    /// says where it is.
+    #[serde(default)]
+    pub below_interest: bool,
 }
 
 /// Runs and machine time the engine expects to still need for the target confidence.

@@ -44,6 +44,10 @@ pub struct ChangeStep {
     pub candidates: Vec<Candidate>,
     /// (level after − level before) / good level.
     pub change: f64,
+    /// Not named: its commit's own step is surely below the size of change the bisect
+    /// looks for.
+    #[serde(default)]
+    pub below_interest: bool,
 }
 
 /// The direction a submitter expected.
@@ -162,25 +166,30 @@ fn step_lines(metric: &str, f: &RangeFindings) -> String {
             signed_pct(c.change),
             crate::format::probability(c.probability)
         );
-        match &c.culprit {
-            Some(k) => s += &format!("{head}{} (\"{}\")\n", k.short(10), k.subject),
-            None => {
-                s += &format!(
+        let Some(k) = &c.culprit else {
+            s += &if c.below_interest {
+                // Where it is is known; it is not named because its own step is smaller
+                // than the change this bisect looks for.
+                format!("{head}not named: its own step is below the size this bisect looks for\n")
+            } else {
+                format!(
                     "{head}one of these {} commits (step {} could not be pinned down):\n",
                     c.candidates.len(),
                     i + 1
+                )
+            };
+            for k in &c.candidates {
+                s += &format!(
+                    "  {:>8}  {:>11}    {} (\"{}\")\n",
+                    "",
+                    crate::format::probability(k.probability),
+                    k.commit.short(10),
+                    k.commit.subject
                 );
-                for k in &c.candidates {
-                    s += &format!(
-                        "  {:>8}  {:>11}    {} (\"{}\")\n",
-                        "",
-                        crate::format::probability(k.probability),
-                        k.commit.short(10),
-                        k.commit.subject
-                    );
-                }
             }
-        }
+            continue;
+        };
+        s += &format!("{head}{} (\"{}\")\n", k.short(10), k.subject);
     }
     if f.changes.is_empty() {
         s += "  (the steps could not be told apart on the runs made)\n";
@@ -297,6 +306,7 @@ mod tests {
                     probability: 0.996,
                     candidates: vec![],
                     change: 0.1,
+                    below_interest: false,
                 },
                 ChangeStep {
                     culprit: None,
@@ -312,6 +322,7 @@ mod tests {
                         },
                     ],
                     change: 0.11,
+                    below_interest: false,
                 },
             ],
             more_than_one_change: true,
@@ -319,6 +330,31 @@ mod tests {
             more: None,
             budget: None,
         }
+    }
+
+    #[test]
+    fn a_step_below_the_size_of_interest_is_listed_where_it_is_but_not_named() {
+        let mut f = two_steps();
+        f.changes[1] = ChangeStep {
+            culprit: None,
+            probability: 0.9998,
+            candidates: vec![Candidate {
+                commit: commit('d', "tweak: inline the hot path"),
+                probability: 0.9998,
+            }],
+            change: 0.004,
+            below_interest: true,
+        };
+        let t = found_text("steps.score", &f).unwrap();
+        assert!(
+            t.contains("not named: its own step is below the size this bisect looks for"),
+            "{t}"
+        );
+        assert!(
+            t.contains("dddddddddd (\"tweak: inline the hot path\")"),
+            "{t}"
+        );
+        assert!(!t.contains("could not be pinned down"), "{t}");
     }
 
     #[test]

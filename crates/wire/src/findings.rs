@@ -49,6 +49,10 @@ pub struct ChangePointView {
     pub candidates: Vec<CandidateProbability>,
     /// (level after − level before) / good level.
     pub change: f64,
+    /// Not named: its commit's own step is surely below the size of change the bisect
+    /// looks for; `candidates` says where it is.
+    #[serde(default)]
+    pub below_interest: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -25,6 +25,8 @@ pub struct StepView {
     pub culprit: Option<StepCommit>,
     /// Otherwise the commits it may be.
     pub candidates: Vec<StepCommit>,
+    /// Not named: its commit's own step is below the size the bisect looks for.
+    pub below_interest: bool,
 }
 
 pub struct FindingsView {
@@ -67,6 +69,7 @@ pub fn view(b: &Bisect, subjects: &HashMap<String, String>) -> Option<FindingsVi
                     .map(|k| commit(&k.sha, k.probability))
                     .collect()
             },
+            below_interest: c.below_interest,
         })
         .collect();
     let contrary = f.direction_contradicted.then(|| {
