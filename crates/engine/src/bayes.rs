@@ -2257,7 +2257,6 @@ fn withdraw_small_names(
     ev: &Evidence,
     b: &Belief,
     of_interest: f64,
-    z: f64,
     changes: &mut [ChangePoint],
 ) -> Vec<(usize, f64)> {
     // The runs' own noise, not the belief's: commits' own moves are most of what the
@@ -2266,7 +2265,7 @@ fn withdraw_small_names(
     let mut withdrawn = Vec::new();
     for cp in changes.iter_mut() {
         if let Some(c) = cp.culprit
-            && step_below_interest(graph, ev, c, run_noise, of_interest, z)
+            && step_below_interest(graph, ev, c, run_noise, of_interest, UNNAMED_CHANGE_Z)
         {
             cp.culprit = None;
             cp.below_interest = true;
@@ -2289,6 +2288,113 @@ fn range_change(graph: &CandidateGraph, ev: &Evidence, run_noise: f64) -> Option
         (b - g) / g.abs(),
         run_noise * (1.0 / n(good) + 1.0 / n(bad)).sqrt(),
     ))
+}
+
+/// No commit is named whose own step is surely below the size of interest: in an outcome
+/// of several changes such a change point keeps its candidates and size without a name
+/// ([`withdraw_small_names`]); the one culprit of a `Found` is withdrawn where the range is
+/// surely small too, or where its step surely falls short of the range's change.
+fn unname_small_steps(
+    graph: &CandidateGraph,
+    ev: &Evidence,
+    b: &Belief,
+    settings: &Settings,
+    conf: f64,
+    decision: Decision,
+    findings: &mut Findings,
+) -> Decision {
+    match decision {
+        Decision::Done(Outcome::Changes {
+            mut changes,
+            settled,
+            mut reason,
+        }) if changes.len() > 1 => {
+            let of_interest = smallest_of_interest(settings);
+            let withdrawn = withdraw_small_names(graph, ev, b, of_interest, &mut changes);
+            for (c, step) in &withdrawn {
+                let _ = write!(
+                    reason,
+                    "; {} is not named: its own step ({:+.2}%) is below the {:.1}% this \
+                     bisect looks for",
+                    short(graph, *c),
+                    100.0 * step,
+                    100.0 * of_interest
+                );
+            }
+            if !withdrawn.is_empty() {
+                findings.changes = changes.clone();
+            }
+            Decision::Done(Outcome::Changes {
+                changes,
+                settled,
+                reason,
+            })
+        }
+        // The same for one culprit: a commit whose own step is surely below the size of
+        // interest is not the culprit of a change this bisect looks for (a near-exact metric
+        // that walks 0.1% a commit: bisect-sim named commits whose steps were +0.36% and
+        // −0.26% as the one culprit of a +3% range, the second after a multi-change search
+        // settled on it). Where the range is surely below that size too, nothing of
+        // interest happened in it; otherwise the culprit is withdrawn only where its step
+        // surely falls short of the range's too: a true +1% step read +0.73% over the range
+        // and +0.47% at its commit after 1680 runs is still that commit's.
+        Decision::Done(Outcome::Found {
+            culprit,
+            confidence,
+        }) => {
+            let of_interest = smallest_of_interest(settings);
+            let run_noise = within_point_noise(ev).unwrap_or(b.noise);
+            let z = UNNAMED_CULPRIT_Z;
+            let range = range_change(graph, ev, run_noise);
+            let small = step_below_interest(graph, ev, culprit, run_noise, of_interest, z);
+            let range_small = range.is_some_and(|(change, se)| change.abs() + z * se < of_interest);
+            let short_of_range = range.is_some_and(|(change, se)| {
+                step_below_interest(graph, ev, culprit, run_noise, change.abs() - z * se, z)
+            });
+            if small && (range_small || short_of_range) {
+                let step = local_change(graph, ev, culprit).unwrap_or(b.change);
+                let range = range.map_or(b.change, |(change, _)| change);
+                for cp in &mut findings.changes {
+                    if cp.culprit == Some(culprit) {
+                        cp.culprit = None;
+                        cp.below_interest = true;
+                    }
+                }
+                let why = format!(
+                    "the most probable culprit {} moves the metric by {:+.2}% itself, below \
+                     the {:.1}% this bisect looks for",
+                    short(graph, culprit),
+                    100.0 * step,
+                    100.0 * of_interest
+                );
+                if range_small {
+                    Decision::Done(Outcome::NotReproduced {
+                        reason: format!(
+                            "no change of interest: {why}, and so does the range ({:+.2}%); {}",
+                            100.0 * range,
+                            describe(graph, b)
+                        ),
+                    })
+                } else {
+                    Decision::Done(Outcome::Inconclusive {
+                        reason: format!(
+                            "{why} and short of the range's {:+.2}%: the change is not one \
+                             commit's; {}",
+                            100.0 * range,
+                            describe(graph, b)
+                        ),
+                        candidates: smallest_set(&b.ranked, conf, 20),
+                    })
+                }
+            } else {
+                Decision::Done(Outcome::Found {
+                    culprit,
+                    confidence,
+                })
+            }
+        }
+        other => other,
+    }
 }
 
 /// Probability that `k`'s step is only part of the range's change, with the point that says
@@ -2600,99 +2706,7 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
     let b = belief(graph, &prep, settings, &allowed, NO_CHANGE_PRIOR, None);
     let assessments = assess(graph, ev, &b, conf);
     let decision = decide_with(graph, &prep, settings, &allowed, &b, conf, &mut findings);
-    let decision = match decision {
-        Decision::Done(Outcome::Changes {
-            mut changes,
-            settled,
-            mut reason,
-        }) if changes.len() > 1 => {
-            let of_interest = smallest_of_interest(settings);
-            let withdrawn =
-                withdraw_small_names(graph, ev, &b, of_interest, UNNAMED_CHANGE_Z, &mut changes);
-            for (c, step) in &withdrawn {
-                let _ = write!(
-                    reason,
-                    "; {} is not named: its own step ({:+.2}%) is below the {:.1}% this \
-                     bisect looks for",
-                    short(graph, *c),
-                    100.0 * step,
-                    100.0 * of_interest
-                );
-            }
-            if !withdrawn.is_empty() {
-                findings.changes = changes.clone();
-            }
-            Decision::Done(Outcome::Changes {
-                changes,
-                settled,
-                reason,
-            })
-        }
-        // The same for one culprit: a commit whose own step is surely below the size of
-        // interest is not the culprit of a change this bisect looks for (a near-exact metric
-        // that walks 0.1% a commit: bisect-sim named commits whose steps were +0.36% and
-        // −0.26% as the one culprit of a +3% range, the second after a multi-change search
-        // settled on it). Where the range is surely below that size too, nothing of
-        // interest happened in it; otherwise the culprit is withdrawn only where its step
-        // surely falls short of the range's too: a true +1% step read +0.73% over the range
-        // and +0.47% at its commit after 1680 runs is still that commit's.
-        Decision::Done(Outcome::Found {
-            culprit,
-            confidence,
-        }) => {
-            let of_interest = smallest_of_interest(settings);
-            let run_noise = within_point_noise(ev).unwrap_or(b.noise);
-            let z = UNNAMED_CULPRIT_Z;
-            let range = range_change(graph, ev, run_noise);
-            let small = step_below_interest(graph, ev, culprit, run_noise, of_interest, z);
-            let range_small = range.is_some_and(|(change, se)| change.abs() + z * se < of_interest);
-            let short_of_range = range.is_some_and(|(change, se)| {
-                step_below_interest(graph, ev, culprit, run_noise, change.abs() - z * se, z)
-            });
-            if small && (range_small || short_of_range) {
-                let step = local_change(graph, ev, culprit).unwrap_or(b.change);
-                let range = range.map_or(b.change, |(change, _)| change);
-                for cp in &mut findings.changes {
-                    if cp.culprit == Some(culprit) {
-                        cp.culprit = None;
-                        cp.below_interest = true;
-                    }
-                }
-                let why = format!(
-                    "the most probable culprit {} moves the metric by {:+.2}% itself, below \
-                     the {:.1}% this bisect looks for",
-                    short(graph, culprit),
-                    100.0 * step,
-                    100.0 * of_interest
-                );
-                if range_small {
-                    Decision::Done(Outcome::NotReproduced {
-                        reason: format!(
-                            "no change of interest: {why}, and so does the range ({:+.2}%); {}",
-                            100.0 * range,
-                            describe(graph, &b)
-                        ),
-                    })
-                } else {
-                    Decision::Done(Outcome::Inconclusive {
-                        reason: format!(
-                            "{why} and short of the range's {:+.2}%: the change is not one \
-                             commit's; {}",
-                            100.0 * range,
-                            describe(graph, &b)
-                        ),
-                        candidates: smallest_set(&b.ranked, conf, 20),
-                    })
-                }
-            } else {
-                Decision::Done(Outcome::Found {
-                    culprit,
-                    confidence,
-                })
-            }
-        }
-        other => other,
-    };
+    let decision = unname_small_steps(graph, ev, &b, settings, conf, decision, &mut findings);
     if findings.prediction.is_none()
         && matches!(decision, Decision::Done(Outcome::Inconclusive { .. }))
         && b.samples > 0
