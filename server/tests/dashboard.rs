@@ -1,7 +1,7 @@
 //! The dashboard's pages in-process, against a real PostgreSQL database (fresh per test)
 //! holding rows written as the server writes them. The browser tests (cli/tests/browser.rs)
 //! drive the same pages in Chromium with real workers; these check what needs exact data:
-//! filters and pages, stale hosts, starving host groups, error pages.
+//! filters and pages, stale hosts, starving host groups, error pages, several change points.
 
 mod common;
 
@@ -118,6 +118,32 @@ async fn seed_bisect(db: &PgPool, repo: &str, status: &str, candidates: u32) -> 
         .unwrap();
     }
     id
+}
+
+/// Ends bisect `id` with candidate `culprit` found, storing its assessments or findings as
+/// the scheduler does when it finishes.
+async fn finish_found(
+    db: &PgPool,
+    id: i64,
+    culprit: u32,
+    confidence: f64,
+    assessments: Option<serde_json::Value>,
+    findings: Option<serde_json::Value>,
+) {
+    sqlx::query(
+        "UPDATE bisects SET culprit_sha = $2, culprit_confidence = $3,
+                assessments = COALESCE($4, assessments), findings = COALESCE($5, findings),
+                status_reason = 'culprit found', finished_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(sha(culprit))
+    .bind(confidence)
+    .bind(assessments)
+    .bind(findings)
+    .execute(db)
+    .await
+    .unwrap();
 }
 
 async fn seed_host(db: &PgPool, name: &str, group: &str, seen_secs_ago: f64) -> i64 {
@@ -288,16 +314,7 @@ async fn a_bisect_page_shows_samples_verdicts_and_the_culprit() {
         { "sha": sha(2), "verdict": "bad", "p": 0.995 },
         { "sha": sha(3), "verdict": "bad", "p": 0.001 },
     ]);
-    sqlx::query(
-        "UPDATE bisects SET culprit_sha = $2, culprit_confidence = 0.995, assessments = $3,
-                status_reason = 'culprit found', finished_at = now() WHERE id = $1",
-    )
-    .bind(id)
-    .bind(sha(2))
-    .bind(assessments)
-    .execute(&f.db)
-    .await
-    .unwrap();
+    finish_found(&f.db, id, 2, 0.995, Some(assessments), None).await;
 
     let page = get(&f, &format!("/bisects/{id}")).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
@@ -345,6 +362,60 @@ async fn a_bisect_page_shows_samples_verdicts_and_the_culprit() {
             .contains("id=\"good\" name=\"good\" value=\"v1\"")
     );
     assert!(rerun.body.contains(">testcase: demo</textarea>"));
+}
+
+#[tokio::test]
+async fn several_change_points_are_listed_in_order_and_an_unnamed_one_says_why() {
+    let f = fixture().await;
+    let id = seed_bisect(&f.db, "linux", "found", 6).await;
+    // As the scheduler stores a settled multi-change outcome: the first change point named,
+    // the second left as a candidate set, the third surely below the size of interest.
+    let findings = serde_json::json!({
+        "change": 0.061,
+        "noise": 0.02,
+        "more_than_one_change": true,
+        "verification_alpha": 0.1,
+        "changes": [
+            { "culprit": sha(2), "probability": 0.997,
+              "candidates": [{ "sha": sha(2), "probability": 0.997 }], "change": 0.031 },
+            { "culprit": null, "probability": 0.93,
+              "candidates": [{ "sha": sha(4), "probability": 0.61 },
+                             { "sha": sha(5), "probability": 0.32 }], "change": 0.024 },
+            { "culprit": null, "probability": 0.99,
+              "candidates": [{ "sha": sha(6), "probability": 0.99 }], "change": 0.004,
+              "below_interest": true },
+        ],
+    });
+    finish_found(&f.db, id, 2, 0.997, None, Some(findings)).await;
+
+    let page = get(&f, &format!("/bisects/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    let table = &body[body
+        .find("<table class=\"changes\" id=\"changes\">")
+        .expect("the change-point table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    // One row a change point, in history order, each with its signed size.
+    let steps: Vec<&str> = table.split("<tr class=\"step\">").skip(1).collect();
+    assert_eq!(steps.len(), 3, "{table}");
+    for (row, size) in steps.iter().zip(["+3.1%", "+2.4%", "+0.4%"]) {
+        assert!(row.contains(size), "{size} in {row}");
+    }
+    // The named one shows its commit and subject.
+    assert!(steps[0].contains(&format!("data-sha=\"{}\"", sha(2))));
+    assert!(steps[0].contains("change 2"));
+    // The candidate set is counted and listed under its row with the subjects.
+    assert!(steps[1].contains("one of 2 commits:"), "{}", steps[1]);
+    assert_eq!(steps[1].matches("<tr class=\"step-candidate\">").count(), 2);
+    assert!(steps[1].contains("change 4") && steps[1].contains("change 5"));
+    // The one below the size of interest says why it is not named, not "one of 1 commits".
+    assert!(
+        steps[2].contains("not named: its own step is below the size this bisect looks for"),
+        "{}",
+        steps[2]
+    );
+    assert!(!steps[2].contains("one of 1 commits"));
+    assert!(steps[2].contains(&format!("data-sha=\"{}\"", sha(6))));
 }
 
 #[tokio::test]
