@@ -133,6 +133,11 @@ const PREDICT_OVERHEAD: f64 = 2.5;
 /// The belief's noise over the runs' own scatter beyond which a point's level counts as
 /// pinned once it has [`PINNED_RUNS`] runs, and the search stops asking for more of them.
 const PINNED_NOISE_RATIO: f64 = 3.0;
+/// Relative noise of one run below which the runs count as showing none ([`noiseless`]).
+const NOISELESS: f64 = 1e-9;
+/// Runs each endpoint needs before endpoints that repeat one value end a bisect as "no
+/// change" (see `exact_unearned` in `decide_with`).
+const EXACT_NO_CHANGE_RUNS: usize = 5;
 /// Runs that pin a point's level where [`PINNED_NOISE_RATIO`] holds.
 const PINNED_RUNS: usize = 5;
 /// |t| of the endpoints' difference beyond which a contrary direction hint is reported.
@@ -834,6 +839,9 @@ pub(crate) struct Prepared<'a> {
     /// Each commit's signature, and the first commit of each signature.
     sig_of: Vec<u32>,
     sig_rows: Vec<usize>,
+    /// The variance rounding adds to a run, in the units of `zs` (0 unless the values sit on
+    /// a grid: [`crate::stats::rounding_variance`]).
+    rounding: f64,
 }
 
 impl<'a> Prepared<'a> {
@@ -927,6 +935,8 @@ impl<'a> Prepared<'a> {
             words,
             sig_of,
             sig_rows,
+            rounding: crate::stats::rounding_variance(raw.iter().copied())
+                / (reference * reference),
         }
     }
 }
@@ -1004,7 +1014,9 @@ fn belief_with(
                 .map(|((z, l), ids)| crate::boots::group(z, l, ids))
                 .collect()
         });
-    let boot_ratio = deployed.as_deref().map_or(0.0, crate::boots::ratio);
+    let boot_ratio = deployed
+        .as_deref()
+        .map_or(0.0, |d| crate::boots::ratio(d, prep.rounding));
     if boot_ratio > 0.0
         && let Some(deployed) = &deployed
     {
@@ -1683,16 +1695,26 @@ pub(crate) fn paired_e_expecting(
     }
     let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (nf - 1.0);
     let scale = d.iter().map(|x| x.abs()).fold(0.0, f64::max).max(1e-300);
-    if var <= 1e-24 * scale * scale {
-        // Identical differences (a deterministic metric): unbounded evidence.
+    let known = noise.filter(|s| *s > 0.0 && s.is_finite());
+    let e_t = if var > 1e-24 * scale * scale {
+        let t2 = mean * mean / (var / nf);
+        let nu = nf - 1.0;
+        let g = nf * VERIFY_TAU * VERIFY_TAU;
+        let log_bf = -0.5 * (1.0 + g).ln()
+            + (nu + 1.0) / 2.0 * ((1.0 + t2 / nu).ln() - (1.0 + t2 / (nu * (1.0 + g))).ln());
+        log_bf.exp()
+    } else if known.is_none() {
+        // Identical differences from a metric that has shown no noise anywhere (a
+        // deterministic one): unbounded evidence.
         return f64::INFINITY;
-    }
-    let t2 = mean * mean / (var / nf);
-    let nu = nf - 1.0;
-    let g = nf * VERIFY_TAU * VERIFY_TAU;
-    let log_bf = -0.5 * (1.0 + g).ln()
-        + (nu + 1.0) / 2.0 * ((1.0 + t2 / nu).ln() - (1.0 + t2 / (nu * (1.0 + g))).ln());
-    let e_t = log_bf.exp();
+    } else {
+        // Identical differences from a metric that is noisy elsewhere: its values come in
+        // steps (a coarse resolution), and a few couples that happen to differ by one step
+        // each say nothing about the scale. The t-test is left out (an e-value of 1), and
+        // the known-noise and sign e-values judge them. Read as unbounded, three such
+        // couples passed a wrong commit at a resolution of 4% and CV 2%.
+        1.0
+    };
     // With the noise of one run known from the rest of the bisect (σ), the mixture SPRT of
     // a normal mean (Robbins; Johari, Pekelis and Walsh) is far sharper on a few couples. The
     // average of two e-values is an e-value, so the bound holds for the mix (the z half is
@@ -1702,7 +1724,7 @@ pub(crate) fn paired_e_expecting(
     // mixture over P(sign +) uniform on [1/2, 1] of the coin's likelihood ratio is a test
     // martingale too.
     let e_s = sign_e(&d);
-    let Some(sigma) = noise.filter(|s| *s > 0.0 && s.is_finite()) else {
+    let Some(sigma) = known else {
         return (e_t + e_s) / 2.0;
     };
     let sd = sigma * std::f64::consts::SQRT_2;
@@ -1874,10 +1896,15 @@ fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)], bad: usize) -> f64 {
     // carries a boot's level of its own: the known noise of a difference counts it (with
     // a run's noise alone, a per-boot level of 3% at CV 2% passed couples of two commits
     // at one level).
+    // Runs that repeat exactly give couples of one difference: unbounded evidence, which the
+    // known-noise half must not replace (a deterministic metric whose commits each move it a
+    // little has a belief noise of the fit, not of the runs).
+    let exact_runs = crate::stats::repeats_exactly(ev.samples.values().map(Vec::as_slice));
     let differences = paired_e_expecting(
         pairs,
         b.change.signum(),
-        Some(b.noise * (1.0 + b.boot_ratio).sqrt() * level_of_good(ev)),
+        (!noiseless(b) && !exact_runs)
+            .then(|| b.noise * (1.0 + b.boot_ratio).sqrt() * level_of_good(ev)),
         Some(b.change * level_of_good(ev)),
     );
     match endpoint_sides(ev, pairs, bad) {
@@ -2162,6 +2189,8 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
 /// level of its own the commit runs at. None with fewer than two degrees of freedom.
 fn within_point_noise(ev: &Evidence) -> Option<f64> {
     let good = mean(ev.at(Point::Good))?;
+    // Runs that read one grid value scatter by at least what rounding adds.
+    let rounding = crate::stats::rounding_variance(ev.samples.values().map(Vec::as_slice));
     let (mut ss, mut df) = (0.0, 0usize);
     for v in ev.samples.values() {
         let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
@@ -2171,7 +2200,13 @@ fn within_point_noise(ev: &Evidence) -> Option<f64> {
             df += v.len() - 1;
         }
     }
-    (df >= 2 && good != 0.0).then(|| (ss / df as f64).sqrt() / good.abs())
+    (df >= 2 && good != 0.0).then(|| (ss / df as f64).max(rounding).sqrt() / good.abs())
+}
+
+/// Whether the runs have shown no noise at all (a deterministic metric such as an
+/// instruction count; the fit's residue of rounding is not noise).
+fn noiseless(b: &Belief) -> bool {
+    b.noise <= NOISELESS
 }
 
 /// Whether the belief's noise is mostly the commits' own moves: the runs scatter less than
@@ -2844,7 +2879,15 @@ fn decide_with(
     // "No change" may end the bisect at a lower bar than a culprit: stopping early here costs
     // a missed change at worst, never a wrong culprit (the simulator checks the rate).
     let not_reproduced_at = (1.0 - NOT_REPRODUCED_FACTOR * (1.0 - conf)).max(0.9);
-    if b.no_change >= not_reproduced_at {
+    // Endpoints that have repeated one value exactly are a deterministic metric's A/A range,
+    // or a coarse metric's runs that happened to land on one step: three runs a side all
+    // alike ended a real +3% change at a resolution of 4% and CV 2% as "no change" in 1% of
+    // bisect-sim's trials. A few more runs a side tell the two apart.
+    let exact_unearned = noiseless(b)
+        && endpoints
+            .iter()
+            .any(|&p| ev.at(p).len() < EXACT_NO_CHANGE_RUNS);
+    if b.no_change >= not_reproduced_at && !exact_unearned {
         // Under a direction hint the prior holds changes of that sign only: "no change" is
         // then "no increase" (or decrease), whatever the endpoints show the other way.
         let what = match settings.direction {
@@ -2890,10 +2933,11 @@ fn decide_with(
         b.no_change > 0.5 || (b.no_change > REPRODUCED && endpoint_runs < endpoint_cap / 2);
     // A metric that repeats itself exactly at one endpoint needs no more than a few runs at
     // the other.
-    let exact = endpoints.iter().any(|&p| {
-        let v = ev.at(p);
-        v.len() >= 2 && v.iter().all(|&x| x == v[0])
-    });
+    // Only while no point's runs have differed: a metric whose values come in coarse steps
+    // repeats itself at one endpoint now and then (three runs of 104 at a resolution of 4%
+    // and CV 2%) while the other varies.
+    let exact = crate::stats::repeats_exactly(ev.samples.values().map(Vec::as_slice))
+        && endpoints.iter().any(|&p| ev.at(p).len() >= 2);
     // Each endpoint is measured in two deployments before the search leans on it: runs of one
     // boot share its level, and until a point has two deployments nothing shows how far a
     // boot's level wanders. With one boot an endpoint, a per-boot level of 3% at CV 2% read a
@@ -3913,6 +3957,18 @@ mod tests {
             endpoint_noise_ratio(&side(0.02, 0.0)[..5], &side(0.08, 0.03)[..5]),
             None
         );
+    }
+
+    #[test]
+    fn identical_differences_are_unbounded_only_for_runs_without_noise() {
+        // Three couples that each differ by one grid step of a metric known to be noisy: the
+        // t-test cannot judge them (no scatter), so they count as what the known noise and
+        // the signs make of them, not as certain.
+        let grid = [(104.0, 100.0); 3];
+        let noisy = paired_e_expecting(&grid, 1.0, Some(2.0), Some(3.0));
+        assert!(noisy.is_finite() && noisy < 1.0 / VERIFY_ALPHA, "{noisy}");
+        // A deterministic metric's couples: unbounded, as before.
+        assert_eq!(paired_e_expecting(&grid, 1.0, None, None), f64::INFINITY);
     }
 
     #[test]

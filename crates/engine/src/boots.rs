@@ -132,8 +132,11 @@ const LEAN: f64 = 1.0;
 
 /// ρ, the boot variance over the run variance, from the deployments of every point (each
 /// point's level fitted apart). Method of moments of the one-way analysis of variance,
-/// weighted: E[between SS] = (D − 1)·σ² + ρ·σ²·(W − ΣW_d²/W) per point.
-pub(crate) fn ratio(points: &[Vec<Deployment>]) -> f64 {
+/// weighted: E[between SS] = (D − 1)·σ² + ρ·σ²·(W − ΣW_d²/W) per point. The run variance
+/// is at least `rounding`, what rounding to the values' resolution adds to a run
+/// ([`crate::stats::rounding_variance`]): runs of one boot that read one grid value do not
+/// make a metric noiseless within boots.
+pub(crate) fn ratio(points: &[Vec<Deployment>], rounding: f64) -> f64 {
     let (mut ss_w, mut df_w, mut ss_b, mut df_b, mut k) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for ds in points {
         for d in ds {
@@ -155,7 +158,7 @@ pub(crate) fn ratio(points: &[Vec<Deployment>]) -> f64 {
     if df_w < MIN_WITHIN_DF || df_b < MIN_BETWEEN_DF || k <= 0.0 || ss_w <= 0.0 {
         return 0.0;
     }
-    let s2 = ss_w / df_w;
+    let s2 = (ss_w / df_w).max(rounding);
     // Between over within is about 1 ± sd, sd = √(2/df_b + 2/df_w), without boot variance:
     // ρ is read only when it stands MARGIN·sd above 1 (chance scatter read as ρ made clean
     // bisects dearer: at a margin of 1, bisect-sim's 10,000-commit CV 2% cell cost 9.5% more
@@ -239,13 +242,46 @@ mod tests {
     #[test]
     fn the_boot_ratio_is_read_from_the_points_deployments() {
         // ρ = 4 (a boot's part twice the run's): read as about 4.
-        let rho = ratio(&points(8, 6, 2.0, 1));
+        let rho = ratio(&points(8, 6, 2.0, 1), 0.0);
         assert!((2.5..6.0).contains(&rho), "ρ read as {rho}");
         // No boot variance: 0 (the margin keeps chance scatter out).
-        assert_eq!(ratio(&points(8, 6, 0.0, 2)), 0.0);
+        assert_eq!(ratio(&points(8, 6, 0.0, 2), 0.0), 0.0);
         // Every deployment a single run (a VM a run): nothing tells ρ apart from the noise.
-        assert_eq!(ratio(&points(8, 1, 2.0, 3)), 0.0);
+        assert_eq!(ratio(&points(8, 1, 2.0, 3), 0.0), 0.0);
         // One deployment a point: nothing to compare.
-        assert_eq!(ratio(&points(1, 10, 2.0, 4)), 0.0);
+        assert_eq!(ratio(&points(1, 10, 2.0, 4), 0.0), 0.0);
+    }
+
+    #[test]
+    fn runs_that_tie_on_a_grid_do_not_make_boots_look_infinitely_apart() {
+        // Values on a grid of 2 (a coarse resolution), three runs a deployment that each
+        // read one grid value, and a residue of 1e-12 where detrending moved them off it:
+        // the runs' own scatter reads as nearly nothing next to the deployments' means.
+        let mut rng = StdRng::seed_from_u64(11);
+        let pts: Vec<Vec<Deployment>> = (0..6)
+            .map(|_| {
+                let (mut z, mut ids) = (Vec::new(), Vec::new());
+                for k in 0..4 {
+                    let u: f64 = StandardNormal.sample(&mut rng);
+                    let at = if u > 0.0 { 102.0 } else { 100.0 };
+                    for _ in 0..3 {
+                        let e: f64 = StandardNormal.sample(&mut rng);
+                        z.push(at + 1e-12 * e);
+                        ids.push(k);
+                    }
+                }
+                group(&z, &vec![1.0; z.len()], &ids)
+            })
+            .collect();
+        let raw = ratio(&pts, 0.0);
+        let floored = ratio(&pts, 4.0 / 12.0);
+        assert!(
+            raw > 1e6,
+            "without the floor the ties read as boot variance: {raw}"
+        );
+        assert!(
+            floored < 10.0,
+            "with rounding's variance counted: {floored}"
+        );
     }
 }

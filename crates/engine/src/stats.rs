@@ -98,6 +98,59 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<WelchTest> {
     })
 }
 
+/// The variance rounding adds to a run where the values sit on a grid (a metric reported to
+/// a fixed resolution: whole milliseconds, two decimals): q²/12 for a grid step q (Sheppard's
+/// correction). q is the smallest gap between two different values of one point, and counts
+/// only where runs of one point tie often (in at least half the runs of points measured twice
+/// or more). Values that do not repeat are not rounded to anything that shows, and a
+/// deterministic metric (every point repeats one value) has no gap within a point: 0 for both.
+///
+/// Runs of one deployment that all read the same grid value show no scatter there, though the
+/// metric has some; read as none, that scatter made the boot variance 10¹⁵ times the run
+/// variance, and the search then re-measured one commit to the run cap.
+pub(crate) fn rounding_variance<'a>(points: impl Iterator<Item = &'a [f64]>) -> f64 {
+    let (mut runs, mut ties, mut q) = (0usize, 0usize, f64::INFINITY);
+    for values in points {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.len() < 2 {
+            continue;
+        }
+        runs += v.len();
+        v.sort_by(f64::total_cmp);
+        for w in v.windows(2) {
+            let gap = w[1] - w[0];
+            if gap > 0.0 {
+                q = q.min(gap);
+            } else {
+                ties += 1;
+            }
+        }
+    }
+    if runs >= 8 && 2 * ties >= runs && q.is_finite() {
+        q * q / 12.0
+    } else {
+        0.0
+    }
+}
+
+/// Whether every point's runs repeat one value exactly (a deterministic metric), with at
+/// least one point measured twice.
+pub(crate) fn repeats_exactly<'a>(points: impl Iterator<Item = &'a [f64]>) -> bool {
+    let mut seen = false;
+    for values in points {
+        let mut v = values.iter().filter(|x| x.is_finite());
+        if let Some(first) = v.next() {
+            for x in v {
+                if x != first {
+                    return false;
+                }
+                seen = true;
+            }
+        }
+    }
+    seen
+}
+
 /// Two-sided tail probability of Student's t with `df` degrees of freedom at `t`.
 pub(crate) fn students_t_two_sided(t: f64, df: f64) -> f64 {
     if !t.is_finite() {
@@ -113,6 +166,33 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn rounding_shows_only_where_runs_of_one_point_tie_on_a_grid() {
+        // Whole units at a noise of about half a unit: most runs of a point tie, the grid
+        // step is 1, and rounding adds 1/12.
+        let grid: Vec<Vec<f64>> = vec![
+            vec![100.0, 100.0, 101.0, 100.0, 100.0],
+            vec![103.0, 103.0, 103.0, 102.0],
+            vec![100.0, 100.0, 100.0],
+        ];
+        let v = rounding_variance(grid.iter().map(Vec::as_slice));
+        assert!(close(v, 1.0 / 12.0, 1e-12), "{v}");
+        // Values that never repeat: nothing to correct.
+        let smooth: Vec<Vec<f64>> = vec![
+            vec![100.013, 99.871, 100.242, 100.108],
+            vec![103.117, 102.902, 103.305, 102.998, 103.051],
+        ];
+        assert_eq!(rounding_variance(smooth.iter().map(Vec::as_slice)), 0.0);
+        // A deterministic metric: each point one value, the gaps are between points only.
+        let exact: Vec<Vec<f64>> = vec![vec![100.0; 5], vec![103.0; 5], vec![101.5; 3]];
+        assert_eq!(rounding_variance(exact.iter().map(Vec::as_slice)), 0.0);
+        assert!(repeats_exactly(exact.iter().map(Vec::as_slice)));
+        assert!(!repeats_exactly(grid.iter().map(Vec::as_slice)));
+        // One run a point says nothing either way.
+        let single: Vec<Vec<f64>> = vec![vec![100.0], vec![103.0]];
+        assert!(!repeats_exactly(single.iter().map(Vec::as_slice)));
     }
 
     #[test]

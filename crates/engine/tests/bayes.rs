@@ -1207,3 +1207,58 @@ fn walking_trial(seed: u64, n: usize, cv: f64, walk: f64, culprit: usize) -> (Wo
     let t = run_trial(&w, &settings, seed);
     (w, t)
 }
+
+#[test]
+fn a_metric_on_a_coarse_grid_is_bisected_like_any_other() {
+    // A benchmark that reports whole steps of 2% at a noise of 0.5%: most runs of a commit
+    // read one value, a few the next one. Before rounding was counted, runs of one
+    // deployment that all tied read as noiseless, the boots as 10¹⁵ times apart, and 2% of
+    // such bisects re-measured one commit until the run cap.
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    let mut found = 0;
+    for seed in 0..40u64 {
+        let culprit = SplitMix::new(seed).below(1000);
+        let mut w = world(seed, 1000, Some(culprit), Noise::Gaussian { cv: 0.005 });
+        w.lab.quantum = 2.0;
+        let t = run_trial(&w, &settings, seed);
+        assert!(!t.stalled && t.runs < 400, "seed {seed}: {t:?}");
+        assert!(
+            !matches!(t.outcome, Outcome::Found { culprit: c, .. } if c != culprit),
+            "seed {seed}: a wrong culprit, {t:?}"
+        );
+        found += usize::from(t.correct(&w));
+    }
+    assert!(found >= 39, "{found} of 40 found");
+}
+
+#[test]
+fn endpoints_that_repeat_one_value_earn_no_change_with_a_few_more_runs() {
+    let g = linear(100);
+    let decide_at = |runs: usize| {
+        let mut ev = Evidence::default();
+        ev.samples.insert(Point::Good, vec![100.0; runs]);
+        ev.samples.insert(Point::Candidate(99), vec![100.0; runs]);
+        decide(&g, &ev, &Settings::default()).0
+    };
+    // Three runs a side, all alike: a deterministic metric's A/A range, or a coarse metric
+    // whose runs happened to land on one step: more runs at the endpoints.
+    let d = decide_at(3);
+    let Decision::Measure { requests, .. } = &d else {
+        panic!("{d:?}")
+    };
+    assert!(
+        requests
+            .iter()
+            .all(|r| matches!(r.point, Point::Good | Point::Candidate(99))),
+        "{d:?}"
+    );
+    // Five a side: no change.
+    let d = decide_at(5);
+    assert!(
+        matches!(d, Decision::Done(Outcome::NotReproduced { .. })),
+        "{d:?}"
+    );
+}
