@@ -511,6 +511,9 @@ fn situation_cells() -> Vec<String> {
         // in a row, and a large step (+50%) as the seed reports show.
         "quant=2",
         "quant=4",
+        // The same grid under little noise (0.5%): most runs of a commit, and of a
+        // deployment, read one value.
+        "quant=2 cv=0.005",
         "ar=0.5",
         // A level drawn at every boot, shared by that boot's runs (1.5% and 3% of the level,
         // at CV 2%): a kernel whose layout differs from boot to boot.
