@@ -1892,14 +1892,14 @@ fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)], bad: usize) -> f64 {
             .sum();
         return log_e.min(700.0).exp();
     }
+    // Runs that repeat exactly give couples of one difference: unbounded evidence, which no
+    // known noise may replace (a deterministic metric whose commits each move it a little
+    // has a belief noise of the fit, not of the runs).
+    let exact_runs = crate::stats::repeats_exactly(ev.samples.values().map(Vec::as_slice));
     // A couple's two runs are two deployments on a runner that boots each commit, so each
     // carries a boot's level of its own: the known noise of a difference counts it (with
     // a run's noise alone, a per-boot level of 3% at CV 2% passed couples of two commits
     // at one level).
-    // Runs that repeat exactly give couples of one difference: unbounded evidence, which the
-    // known-noise half must not replace (a deterministic metric whose commits each move it a
-    // little has a belief noise of the fit, not of the runs).
-    let exact_runs = crate::stats::repeats_exactly(ev.samples.values().map(Vec::as_slice));
     let differences = paired_e_expecting(
         pairs,
         b.change.signum(),
