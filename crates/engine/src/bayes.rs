@@ -1900,11 +1900,17 @@ fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)], bad: usize) -> f64 {
     // carries a boot's level of its own: the known noise of a difference counts it (with
     // a run's noise alone, a per-boot level of 3% at CV 2% passed couples of two commits
     // at one level).
+    // On a grid, a commit whose level sits between two grid values reads one or the other:
+    // its runs scatter by up to half a step, whatever the belief's one noise says (three
+    // couples one step apart each, judged at a belief noise of 0.5% on a 2% grid, named a
+    // second change point).
+    let half_step =
+        (3.0 * crate::stats::rounding_variance(ev.samples.values().map(Vec::as_slice))).sqrt();
+    let run_noise = (b.noise * level_of_good(ev)).max(half_step);
     let differences = paired_e_expecting(
         pairs,
         b.change.signum(),
-        (!noiseless(b) && !exact_runs)
-            .then(|| b.noise * (1.0 + b.boot_ratio).sqrt() * level_of_good(ev)),
+        (!noiseless(b) && !exact_runs).then(|| run_noise * (1.0 + b.boot_ratio).sqrt()),
         Some(b.change * level_of_good(ev)),
     );
     match endpoint_sides(ev, pairs, bad) {

@@ -1262,3 +1262,26 @@ fn endpoints_that_repeat_one_value_earn_no_change_with_a_few_more_runs() {
         "{d:?}"
     );
 }
+
+#[test]
+fn couples_on_a_grid_are_judged_with_half_a_step_of_noise() {
+    // Heavy-tailed runs on a 2% grid at CV 0.5%: a commit whose level sits between two grid
+    // values reads one or the other. Judged at the belief's 0.5% noise, three couples one
+    // step apart each verified a second change point that is not there (seed 440: c918
+    // beside the culprit c395).
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    for seed in 420..460u64 {
+        let culprit = SplitMix::new(seed).below(1000);
+        let mut w = world(seed, 1000, Some(culprit), Noise::StudentT3 { cv: 0.005 });
+        w.lab.quantum = 2.0;
+        let t = run_trial(&w, &settings, seed);
+        assert!(
+            t.named().iter().all(|&c| c == culprit),
+            "seed {seed}: named {:?} for {culprit}",
+            t.named()
+        );
+    }
+}
