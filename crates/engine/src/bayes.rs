@@ -201,6 +201,11 @@ pub(crate) struct Belief {
     pub to_show: Option<u32>,
     /// The level runs are taken relative to (the median of all runs): a run y is y/r − 1.
     pub reference: f64,
+    /// The variance rounding to the values' grid adds to a run, in the runs' own units
+    /// ([`crate::stats::rounding_variance`]; 0 off a grid).
+    pub rounding: f64,
+    /// Every point's runs repeat one value exactly ([`crate::stats::repeats_exactly`]).
+    pub runs_exact: bool,
     /// The intermittent change the runs show, relative to `reference` (None: none shown).
     pub mixture: Option<crate::intermittent::Mixture>,
     /// ln of the evidence's marginal likelihood under this belief's model, up to constants
@@ -839,9 +844,11 @@ pub(crate) struct Prepared<'a> {
     /// Each commit's signature, and the first commit of each signature.
     sig_of: Vec<u32>,
     sig_rows: Vec<usize>,
-    /// The variance rounding adds to a run, in the units of `zs` (0 unless the values sit on
-    /// a grid: [`crate::stats::rounding_variance`]).
+    /// The variance rounding adds to a run, in the runs' own units (0 unless the values sit
+    /// on a grid: [`crate::stats::rounding_variance`]).
     rounding: f64,
+    /// Every point's runs repeat one value exactly (a deterministic metric).
+    runs_exact: bool,
 }
 
 impl<'a> Prepared<'a> {
@@ -935,8 +942,8 @@ impl<'a> Prepared<'a> {
             words,
             sig_of,
             sig_rows,
-            rounding: crate::stats::rounding_variance(raw.iter().copied())
-                / (reference * reference),
+            rounding: crate::stats::rounding_variance(raw.iter().copied()),
+            runs_exact: crate::stats::repeats_exactly(raw.iter().copied()),
         }
     }
 }
@@ -1014,9 +1021,9 @@ fn belief_with(
                 .map(|((z, l), ids)| crate::boots::group(z, l, ids))
                 .collect()
         });
-    let boot_ratio = deployed
-        .as_deref()
-        .map_or(0.0, |d| crate::boots::ratio(d, prep.rounding));
+    let boot_ratio = deployed.as_deref().map_or(0.0, |d| {
+        crate::boots::ratio(d, prep.rounding / (prep.reference * prep.reference))
+    });
     if boot_ratio > 0.0
         && let Some(deployed) = &deployed
     {
@@ -1368,6 +1375,8 @@ fn belief_with(
         boot_ratio,
         to_show,
         reference,
+        rounding: prep.rounding,
+        runs_exact: prep.runs_exact,
         mixture: mixture.filter(|_| fixed.is_none()),
         log_evidence: z + temper * log_det_kappa,
     }
@@ -1892,10 +1901,6 @@ fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)], bad: usize) -> f64 {
             .sum();
         return log_e.min(700.0).exp();
     }
-    // Runs that repeat exactly give couples of one difference: unbounded evidence, which no
-    // known noise may replace (a deterministic metric whose commits each move it a little
-    // has a belief noise of the fit, not of the runs).
-    let exact_runs = crate::stats::repeats_exactly(ev.samples.values().map(Vec::as_slice));
     // A couple's two runs are two deployments on a runner that boots each commit, so each
     // carries a boot's level of its own: the known noise of a difference counts it (with
     // a run's noise alone, a per-boot level of 3% at CV 2% passed couples of two commits
@@ -1904,13 +1909,16 @@ fn evalue(ev: &Evidence, b: &Belief, pairs: &[(f64, f64)], bad: usize) -> f64 {
     // its runs scatter by up to half a step, whatever the belief's one noise says (three
     // couples one step apart each, judged at a belief noise of 0.5% on a 2% grid, named a
     // second change point).
-    let half_step =
-        (3.0 * crate::stats::rounding_variance(ev.samples.values().map(Vec::as_slice))).sqrt();
+    let half_step = (3.0 * b.rounding).sqrt();
     let run_noise = (b.noise * level_of_good(ev)).max(half_step);
+    // Runs that repeat exactly give couples of one difference: unbounded evidence, which no
+    // known noise may replace (a deterministic metric whose commits each move it a little
+    // has a belief noise of the fit, not of the runs).
+    let known = !noiseless(b) && !b.runs_exact;
     let differences = paired_e_expecting(
         pairs,
         b.change.signum(),
-        (!noiseless(b) && !exact_runs).then(|| run_noise * (1.0 + b.boot_ratio).sqrt()),
+        known.then(|| run_noise * (1.0 + b.boot_ratio).sqrt()),
         Some(b.change * level_of_good(ev)),
     );
     match endpoint_sides(ev, pairs, bad) {
@@ -2192,11 +2200,11 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
 
 /// The runs' noise within points (pooled over every point with two runs or more, relative
 /// to the good level): what a commit's runs scatter by around their own mean, whatever
-/// level of its own the commit runs at. None with fewer than two degrees of freedom.
-fn within_point_noise(ev: &Evidence) -> Option<f64> {
+/// level of its own the commit runs at, and never less than rounding to the values' grid
+/// adds (`b.rounding`: runs that read one grid value). None with fewer than two degrees of
+/// freedom.
+fn within_point_noise(ev: &Evidence, b: &Belief) -> Option<f64> {
     let good = mean(ev.at(Point::Good))?;
-    // Runs that read one grid value scatter by at least what rounding adds.
-    let rounding = crate::stats::rounding_variance(ev.samples.values().map(Vec::as_slice));
     let (mut ss, mut df) = (0.0, 0usize);
     for v in ev.samples.values() {
         let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
@@ -2206,7 +2214,7 @@ fn within_point_noise(ev: &Evidence) -> Option<f64> {
             df += v.len() - 1;
         }
     }
-    (df >= 2 && good != 0.0).then(|| (ss / df as f64).max(rounding).sqrt() / good.abs())
+    (df >= 2 && good != 0.0).then(|| (ss / df as f64).max(b.rounding).sqrt() / good.abs())
 }
 
 /// Whether the runs have shown no noise at all (a deterministic metric such as an
@@ -2219,7 +2227,7 @@ fn noiseless(b: &Belief) -> bool {
 /// a [`PINNED_NOISE_RATIO`]th of it, so a point's level is pinned after [`PINNED_RUNS`]
 /// runs and more of them cannot settle what the model misfits.
 fn levels_pinned(ev: &Evidence, b: &Belief) -> bool {
-    within_point_noise(ev).is_some_and(|w| w * PINNED_NOISE_RATIO < b.noise)
+    within_point_noise(ev, b).is_some_and(|w| w * PINNED_NOISE_RATIO < b.noise)
 }
 
 /// Whether commit `c`'s measured step, against the parent it differs from least (a merge
@@ -2302,7 +2310,7 @@ fn withdraw_small_names(
 ) -> Vec<(usize, f64)> {
     // The runs' own noise, not the belief's: commits' own moves are most of what the
     // belief reads as noise where the level walks.
-    let run_noise = within_point_noise(ev).unwrap_or(b.noise);
+    let run_noise = within_point_noise(ev, b).unwrap_or(b.noise);
     let mut withdrawn = Vec::new();
     for cp in changes.iter_mut() {
         if let Some(c) = cp.culprit
@@ -2384,7 +2392,7 @@ fn unname_small_steps(
             confidence,
         }) => {
             let of_interest = smallest_of_interest(settings);
-            let run_noise = within_point_noise(ev).unwrap_or(b.noise);
+            let run_noise = within_point_noise(ev, b).unwrap_or(b.noise);
             let z = UNNAMED_CULPRIT_Z;
             let range = range_change(graph, ev, run_noise);
             let small = step_below_interest(graph, ev, culprit, run_noise, of_interest, z);
@@ -2942,8 +2950,7 @@ fn decide_with(
     // Only while no point's runs have differed: a metric whose values come in coarse steps
     // repeats itself at one endpoint now and then (three runs of 104 at a resolution of 4%
     // and CV 2%) while the other varies.
-    let exact = crate::stats::repeats_exactly(ev.samples.values().map(Vec::as_slice))
-        && endpoints.iter().any(|&p| ev.at(p).len() >= 2);
+    let exact = b.runs_exact && endpoints.iter().any(|&p| ev.at(p).len() >= 2);
     // Each endpoint is measured in two deployments before the search leans on it: runs of one
     // boot share its level, and until a point has two deployments nothing shows how far a
     // boot's level wanders. With one boot an endpoint, a per-boot level of 3% at CV 2% read a
@@ -3346,7 +3353,7 @@ fn decide_with(
             {
                 // The runs' own noise, not the belief's: in an exact metric the commits'
                 // own levels are most of what the belief reads as noise.
-                let run_noise = within_point_noise(ev).unwrap_or(b.noise);
+                let run_noise = within_point_noise(ev, b).unwrap_or(b.noise);
                 let small: Vec<bool> = pair
                     .iter()
                     .map(|(c, bl)| {
@@ -3677,7 +3684,7 @@ fn decide_with(
                  allow (they scatter {:.2}%, while the levels the model fits scatter {:.2}%: \
                  the commits move the metric by more than one step), so more runs cannot \
                  settle it; {}",
-                100.0 * within_point_noise(ev).unwrap_or(0.0),
+                100.0 * within_point_noise(ev, b).unwrap_or(0.0),
                 100.0 * b.noise,
                 describe(graph, b)
             ),
