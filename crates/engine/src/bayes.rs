@@ -75,6 +75,17 @@ const WILD_MAX: f64 = 0.25;
 /// At the run cap, a step below [`smallest_of_interest`] ends "not reproduced" while "no
 /// change" keeps at least this probability.
 const OF_INTEREST_FLOOR: f64 = 0.01;
+/// A range whose search and whose "no change" both need more than this many times the
+/// bisect's ceiling ends inconclusive (or "no change of interest") at once: the ceiling
+/// would be spent for the same outcome.
+const BEYOND_CEILING: f64 = 3.0;
+/// ... once the endpoints hold this share of [`ENDPOINT_RUNS_CAP`] (the noise is then known
+/// well enough to say so).
+const ENDPOINTS_BEFORE_CEILING: u32 = 4;
+/// Mean runs an A/A range takes to end "not reproduced", per (noise / size of interest)²:
+/// bisect-sim's A/A cells (1% of interest, N = 1000) took 717 runs at CV 10% (92% within
+/// 2000) and 1416 at CV 15% (70%), about 7–8 × (σ/δ)².
+const NO_CHANGE_RUNS: f64 = 8.0;
 /// Verification gives up after this many times the expected pairs.
 const VERIFY_MAX_FACTOR: usize = 8;
 /// An endpoint holds enough samples once its level is known to 1/this of the change... in
@@ -2833,7 +2844,8 @@ fn decide_with(
     let below_interest = b.change.abs().max(endpoints_change.abs()) < of_interest;
     let surely_below_interest =
         below_interest && endpoints_change.abs() + endpoints_se < of_interest;
-    let run_out = |extra: &str| {
+    // `within`: "within the run cap of 400", `ended`: "run cap of 400 reached".
+    let give_up = |within: &str, ended: &str| {
         // A range whose measured step is below the smallest change the prior looks for, and
         // where "no change" still holds some probability, did not reproduce a change of
         // interest: calling it inconclusive would ask for runs that cannot find a commit
@@ -2842,9 +2854,8 @@ fn decide_with(
         if below_interest && b.no_change >= OF_INTEREST_FLOOR {
             return Decision::Done(Outcome::NotReproduced {
                 reason: format!(
-                    "no change of interest within the run cap of {}{extra}: the measured change \
-                     {:+.2}% is below the {:.1}% this bisect looks for, and {}; {}",
-                    settings.max_runs,
+                    "no change of interest {within}: the measured change {:+.2}% is below the \
+                     {:.1}% this bisect looks for, and {}; {}",
                     100.0 * b.change,
                     100.0 * of_interest,
                     more(&prediction),
@@ -2853,14 +2864,16 @@ fn decide_with(
             });
         }
         Decision::Done(Outcome::Inconclusive {
-            reason: format!(
-                "run cap of {} reached{extra}; {}; {}",
-                settings.max_runs,
-                more(&prediction),
-                describe(graph, b)
-            ),
+            reason: format!("{ended}; {}; {}", more(&prediction), describe(graph, b)),
             candidates: top(20),
         })
+    };
+    let run_out = |extra: &str| {
+        let cap = settings.max_runs;
+        give_up(
+            &format!("within the run cap of {cap}{extra}"),
+            &format!("run cap of {cap} reached{extra}"),
+        )
     };
     // A change the bad endpoint shows in some runs only: each commit the search measures gets
     // the runs that show it (`intermittent`), a few requests' worth at most.
@@ -3093,6 +3106,31 @@ fn decide_with(
     // runs that best settle the last doubt (is the parent good, is the culprit bad), so the
     // end of the search and the verification share them.
     let verify_from = (1.0 - VERIFY_START * (1.0 - conf)).max(0.5).min(conf);
+    // A range that needs several times what any budget of this bisect may spend ends now,
+    // saying what it would cost, rather than spend the ceiling and end the same way. The
+    // prediction is the engine's mean cost; one bisect that finishes at a third of it is
+    // rare. Not once one commit is being verified: the end is then near whatever it says.
+    let ceiling = settings.ceiling.unwrap_or(0).max(settings.max_runs);
+    // Both questions are beyond it: which commit (the prediction), and whether there is a
+    // change of interest at all ([`NO_CHANGE_RUNS`]).
+    let to_rule_out = NO_CHANGE_RUNS * (b.noise / of_interest).powi(2);
+    if pk < verify_from
+        && endpoint_runs >= endpoint_cap / ENDPOINTS_BEFORE_CEILING
+        && f64::from(prediction.runs) > BEYOND_CEILING * f64::from(ceiling)
+        && to_rule_out > BEYOND_CEILING * f64::from(ceiling)
+    {
+        let noise = format!("{:.1}%", 100.0 * b.noise);
+        return give_up(
+            &format!("that the ceiling of {ceiling} runs could settle at the noise of {noise}"),
+            &format!(
+                "ended after {spent} runs: the ceiling of {ceiling} cannot settle this range at \
+                 the noise of {noise}: ruling out a change of {:.1}% takes about {:.0} runs, \
+                 and naming a commit more",
+                100.0 * of_interest,
+                to_rule_out.ceil()
+            ),
+        );
+    }
     if pk >= verify_from && ev.untestable.contains(&k) {
         if pk >= conf {
             let reason = format!(

@@ -325,6 +325,7 @@ pub fn run_trial_budgeted(
     let mut settings = settings.clone();
     if let Some(b) = &budget {
         settings.max_runs = b.runs;
+        settings.ceiling = Some(b.cap);
     }
     let mut rng = StdRng::seed_from_u64(seed);
     // Drawn apart from the trial's stream, so cells without host offsets keep their trials.

@@ -33,6 +33,10 @@ pub struct Settings {
     pub runs_per_request: u32,
     /// Hard cap on all runs of the bisect; reaching it ends with `Inconclusive`.
     pub max_runs: u32,
+    /// The most runs any budget of this bisect may reach (the operator's ceiling, or the
+    /// submitter's number when lower: [`crate::budget::Budget::cap`]), when `max_runs` is a
+    /// budget set below it. None: `max_runs` is the ceiling.
+    pub ceiling: Option<u32>,
     /// Expected direction of the change, if the user knows it.
     pub direction: Option<Direction>,
     /// Expected relative magnitude (0.03 = 3%), if the user knows it.
@@ -52,6 +56,7 @@ impl Default for Settings {
             confidence: 0.99,
             runs_per_request: 5,
             max_runs: 400,
+            ceiling: None,
             direction: None,
             magnitude: None,
             idle_hosts: 1,

@@ -815,6 +815,52 @@ fn a_culprit_whose_check_reads_a_little_off_for_long_is_found_not_run_out() {
 }
 
 #[test]
+fn a_range_too_noisy_for_the_ceiling_ends_early_and_says_what_it_would_take() {
+    // At CV 30%, telling a 1% change from none takes thousands of runs more than the 2000-run
+    // ceiling allows, and so does naming a commit for a +3% step: such a bisect spent the
+    // whole ceiling and ended inconclusive all the same (1988 runs a bisect in bisect-sim).
+    let budgeted = |w: &World, seed: u64| {
+        let settings = Settings {
+            max_runs: 2000,
+            ..Settings::default()
+        };
+        run_trial_budgeted(
+            w,
+            &settings,
+            Some(Budget::new(None, 2000)),
+            seed,
+            &mut |_, _| {},
+        )
+    };
+    for seed in 1..=4 {
+        let culprit = (seed % 2 == 0).then_some(300 + seed as usize);
+        let w = world(seed, 1000, culprit, Noise::Gaussian { cv: 0.3 });
+        let t = budgeted(&w, seed);
+        let Outcome::Inconclusive { reason, .. } = &t.outcome else {
+            panic!("{t:?}")
+        };
+        assert!(
+            reason.contains("the ceiling of 2000 cannot settle this range"),
+            "{reason}"
+        );
+        assert!(reason.contains("more runs"), "{reason}");
+        assert!(t.runs < 1000, "{t:?}");
+    }
+    // A step as large as the noise is found as before, and a range the ceiling can settle
+    // (CV 10%: "not reproduced" takes about 700 runs) is still measured to its end.
+    let mut w = world(5, 1000, Some(400), Noise::Gaussian { cv: 0.3 });
+    w.delta = 0.3;
+    let t = budgeted(&w, 5);
+    assert!(
+        matches!(t.outcome, Outcome::Found { culprit: 400, .. }),
+        "{t:?}"
+    );
+    let w = world(6, 1000, None, Noise::Gaussian { cv: 0.1 });
+    let t = budgeted(&w, 6);
+    assert!(matches!(t.outcome, Outcome::NotReproduced { .. }), "{t:?}");
+}
+
+#[test]
 fn hosts_that_differ_in_level_do_not_hide_the_culprit_or_waste_runs() {
     // Four hosts whose own levels are 2.5% apart (more than the 2% noise), each request
     // taken by whichever host is free: a host's level is read from the commits measured on
