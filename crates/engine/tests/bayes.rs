@@ -861,6 +861,41 @@ fn a_range_too_noisy_for_the_ceiling_ends_early_and_says_what_it_would_take() {
 }
 
 #[test]
+fn a_merge_that_only_combines_what_its_branches_bring_is_not_named() {
+    // bisect-sim's exact metric whose level walks 0.1% a commit (`cv=0 walk=0.001`): in
+    // these three bisects the +3% step sits on a branch (c515, c362, c294) while the main
+    // line walked about as far, so the merge that joins them (c516, c364, c299) differs
+    // from both of its parents by 2–3% and was named, with its verification passing
+    // against each. Its own step, level(merge) − level(first parent) − level(branch
+    // parent) + level(merge base), is a few hundredths of a percent.
+    for (seed, merge) in [(165_000_512, 516), (166_000_515, 364), (181_000_560, 299)] {
+        let (mut w, culprit) = sim_cell_world(seed, 0.0, 0.0);
+        w.lab.commit_walk = 0.001;
+        let settings = Settings {
+            max_runs: 2000,
+            ..Settings::default()
+        };
+        let t = run_trial_budgeted(
+            &w,
+            &settings,
+            Some(Budget::new(None, 2000)),
+            seed,
+            &mut |_, _| {},
+        );
+        assert!(!t.stalled, "{t:?}");
+        assert!(!t.named().contains(&merge), "the merge was named: {t:?}");
+        assert!(
+            t.named().iter().all(|&c| c == culprit),
+            "{:?} for {culprit}",
+            t.named()
+        );
+        if seed == 165_000_512 {
+            assert_eq!(t.named(), vec![culprit], "{t:?}");
+        }
+    }
+}
+
+#[test]
 fn hosts_that_differ_in_level_do_not_hide_the_culprit_or_waste_runs() {
     // Four hosts whose own levels are 2.5% apart (more than the 2% noise), each request
     // taken by whichever host is free: a host's level is read from the commits measured on
