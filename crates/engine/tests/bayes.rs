@@ -788,6 +788,22 @@ fn an_unbuildable_parent_of_a_merge_culprit_is_not_asked_for_again() {
     assert!(t.runs < 3000, "{t:?}");
 }
 
+/// One bisect of `w` under the product's budget and its default ceiling of 2000 runs, as
+/// bisect-sim's `budget=product` cells run.
+fn under_the_default_ceiling(w: &World, seed: u64) -> Trial {
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    run_trial_budgeted(
+        w,
+        &settings,
+        Some(Budget::new(None, 2000)),
+        seed,
+        &mut |_, _| {},
+    )
+}
+
 #[test]
 fn a_culprit_whose_check_reads_a_little_off_for_long_is_found_not_run_out() {
     // bisect-sim's CV 5% cell under the product's budget, seed 233000716: the culprit c66
@@ -796,17 +812,7 @@ fn a_culprit_whose_check_reads_a_little_off_for_long_is_found_not_run_out() {
     // the 2000-run ceiling and the bisect ended inconclusive.
     let seed = 233_000_716;
     let (w, culprit) = sim_cell_world(seed, 0.05, 0.0);
-    let settings = Settings {
-        max_runs: 2000,
-        ..Settings::default()
-    };
-    let t = run_trial_budgeted(
-        &w,
-        &settings,
-        Some(Budget::new(None, 2000)),
-        seed,
-        &mut |_, _| {},
-    );
+    let t = under_the_default_ceiling(&w, seed);
     assert!(
         matches!(t.outcome, Outcome::Found { culprit: c, .. } if c == culprit),
         "{t:?}"
@@ -819,23 +825,10 @@ fn a_range_too_noisy_for_the_ceiling_ends_early_and_says_what_it_would_take() {
     // At CV 30%, telling a 1% change from none takes thousands of runs more than the 2000-run
     // ceiling allows, and so does naming a commit for a +3% step: such a bisect spent the
     // whole ceiling and ended inconclusive all the same (1988 runs a bisect in bisect-sim).
-    let budgeted = |w: &World, seed: u64| {
-        let settings = Settings {
-            max_runs: 2000,
-            ..Settings::default()
-        };
-        run_trial_budgeted(
-            w,
-            &settings,
-            Some(Budget::new(None, 2000)),
-            seed,
-            &mut |_, _| {},
-        )
-    };
     for seed in 1..=4 {
         let culprit = (seed % 2 == 0).then_some(300 + seed as usize);
         let w = world(seed, 1000, culprit, Noise::Gaussian { cv: 0.3 });
-        let t = budgeted(&w, seed);
+        let t = under_the_default_ceiling(&w, seed);
         let Outcome::Inconclusive { reason, .. } = &t.outcome else {
             panic!("{t:?}")
         };
@@ -850,13 +843,13 @@ fn a_range_too_noisy_for_the_ceiling_ends_early_and_says_what_it_would_take() {
     // (CV 10%: "not reproduced" takes about 700 runs) is still measured to its end.
     let mut w = world(5, 1000, Some(400), Noise::Gaussian { cv: 0.3 });
     w.delta = 0.3;
-    let t = budgeted(&w, 5);
+    let t = under_the_default_ceiling(&w, 5);
     assert!(
         matches!(t.outcome, Outcome::Found { culprit: 400, .. }),
         "{t:?}"
     );
     let w = world(6, 1000, None, Noise::Gaussian { cv: 0.1 });
-    let t = budgeted(&w, 6);
+    let t = under_the_default_ceiling(&w, 6);
     assert!(matches!(t.outcome, Outcome::NotReproduced { .. }), "{t:?}");
 }
 
@@ -871,17 +864,7 @@ fn a_merge_that_only_combines_what_its_branches_bring_is_not_named() {
     for (seed, merge) in [(165_000_512, 516), (166_000_515, 364), (181_000_560, 299)] {
         let (mut w, culprit) = sim_cell_world(seed, 0.0, 0.0);
         w.lab.commit_walk = 0.001;
-        let settings = Settings {
-            max_runs: 2000,
-            ..Settings::default()
-        };
-        let t = run_trial_budgeted(
-            &w,
-            &settings,
-            Some(Budget::new(None, 2000)),
-            seed,
-            &mut |_, _| {},
-        );
+        let t = under_the_default_ceiling(&w, seed);
         assert!(!t.stalled, "{t:?}");
         assert!(!t.named().contains(&merge), "the merge was named: {t:?}");
         assert!(
