@@ -135,11 +135,15 @@ pub fn cost_phrase(p: &BudgetPrediction) -> String {
 
 /// The first line of an inconclusive bisect's reason: the credible set and its mass, and
 /// what more would cost.
+/// `why`: for a bisect that ended before its budget ran out, the engine's reason (its
+/// first clause, up to "; ", is said as a sentence of its own: "Ended after 433 runs: the
+/// ceiling of 2000 cannot settle this range at the noise of 30.9%: …").
 pub fn inconclusive_sentence(
     listed: usize,
     mass: f64,
     max_runs: Option<u32>,
     prediction: Option<&BudgetPrediction>,
+    why: Option<&str>,
 ) -> String {
     let mut s = String::from("No commit reached the target confidence");
     if let Some(m) = max_runs {
@@ -155,6 +159,26 @@ pub fn inconclusive_sentence(
         s += &format!("; {} would be needed", cost_phrase(p));
     }
     s += ".";
+    let first = why
+        .map(|w| {
+            w.split("; ")
+                .next()
+                .unwrap_or(w)
+                .lines()
+                .next()
+                .unwrap_or("")
+        })
+        .map(str::trim)
+        .filter(|w| !w.is_empty());
+    if let Some(w) = first {
+        let mut chars = w.chars();
+        let head: String = chars
+            .next()
+            .into_iter()
+            .flat_map(char::to_uppercase)
+            .collect();
+        s += &format!(" {head}{}.", chars.as_str().trim_end_matches('.'));
+    }
     s
 }
 
@@ -171,14 +195,30 @@ mod tests {
             step_in_noise: Some(2.0),
         };
         assert_eq!(
-            inconclusive_sentence(4, 0.9312, Some(120), Some(&p)),
+            inconclusive_sentence(4, 0.9312, Some(120), Some(&p), None),
             "No commit reached the target confidence within the budget of 120 runs: the 4 \
              most likely commits hold 93.1% of the probability; about 42 more runs, 3 builds \
              and 310 s of machine time would be needed."
         );
         assert_eq!(
-            inconclusive_sentence(0, 0.0, None, None),
+            inconclusive_sentence(0, 0.0, None, None, None),
             "No commit reached the target confidence."
+        );
+        // Ended before the budget ran out: the engine's first clause says why.
+        assert_eq!(
+            inconclusive_sentence(
+                20,
+                0.068,
+                None,
+                None,
+                Some(
+                    "ended after 433 runs: the ceiling of 2000 cannot settle this range at the \
+                     noise of 30.9%; about 17854 more runs would be needed; P(no change) 0.3"
+                )
+            ),
+            "No commit reached the target confidence: the 20 most likely commits hold 6.8% of \
+             the probability. Ended after 433 runs: the ceiling of 2000 cannot settle this \
+             range at the noise of 30.9%."
         );
     }
 }

@@ -511,6 +511,7 @@ async fn advance_once(
                 candidates.iter().map(|c| c.1).sum(),
                 ran_out.then_some(settings.max_runs),
                 prediction.as_ref().filter(|_| ran_out),
+                (!ran_out).then_some(reason.as_str()),
             );
             let reason = format!("{first}\n{reason}; best candidates: {}", best.join(", "));
             finish(&mut tx, bisect, BisectStatus::Inconclusive, &reason, None).await?;

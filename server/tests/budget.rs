@@ -57,6 +57,18 @@ async fn drive(
     level: &HashMap<String, f64>,
     stop: impl Fn(&Value) -> bool,
 ) -> Value {
+    drive_with_spread(f, token, id, level, 0.005, stop).await
+}
+
+/// [`drive`] with runs up to `spread` (relative) either side of the level.
+async fn drive_with_spread(
+    f: &Fixture,
+    token: &str,
+    id: i64,
+    level: &HashMap<String, f64>,
+    spread: f64,
+    stop: impl Fn(&Value) -> bool,
+) -> Value {
     let mut k = 0u32;
     for _ in 0..400 {
         scheduler::advance(&f.state, id).await.unwrap();
@@ -87,8 +99,8 @@ async fn drive(
                 _ => sha.clone(),
             };
             k += 1;
-            // ±0.5% around the level, never the same value twice in a row.
-            let value = level[&at] * (1.0 + 0.005 * (f64::from(k) * 2.399).sin());
+            // ±spread around the level, never the same value twice in a row.
+            let value = level[&at] * (1.0 + spread * (f64::from(k) * 2.399).sin());
             let now = chrono::Utc::now().to_rfc3339();
             let (s, v) = call(
                 f,
@@ -277,4 +289,42 @@ async fn a_bisect_that_runs_out_gives_its_credible_set_its_mass_and_the_cost_of_
         "{page}"
     );
     assert!(page.contains("12 runs, 12 used"), "{page}");
+}
+
+#[tokio::test]
+async fn a_range_too_noisy_for_the_ceiling_ends_early_and_says_why_first() {
+    // Runs up to 30% either side of one level everywhere (a standard deviation of about
+    // 21%): telling a 1% change from none would take some 3,500 runs, and the ceiling is
+    // 300. The bisect ends once its endpoints hold a quarter of their share, and the
+    // reason's first line (the one the CLI and the page show) says why it stopped early.
+    let mut f = with_repo().await;
+    f.state.max_runs_ceiling = 300;
+    let token = register(&f).await;
+    let level: HashMap<String, f64> = main_line(&f).into_iter().map(|s| (s, 100.0)).collect();
+    let id = submit(&f, None).await["id"].as_i64().unwrap();
+    let done = drive_with_spread(&f, &token, id, &level, 0.3, |_| false).await;
+    assert_eq!(done["status"], "inconclusive", "{done}");
+    let runs = done["runs_done"].as_u64().unwrap();
+    assert!(runs < 300, "it spent the ceiling: {done}");
+    let reason = done["status_reason"].as_str().unwrap();
+    let first = reason.lines().next().unwrap();
+    assert!(
+        first.starts_with("No commit reached the target confidence"),
+        "{reason}"
+    );
+    assert!(
+        first.contains(&format!(
+            "Ended after {runs} runs: the ceiling of 300 cannot settle this range at the noise of"
+        )),
+        "{reason}"
+    );
+    assert!(
+        first.contains("ruling out a change of 1.0% takes about"),
+        "{reason}"
+    );
+    // What more would cost stays in the findings.
+    assert!(
+        done["findings"]["prediction"]["runs"].as_u64().unwrap() > 900,
+        "{done}"
+    );
 }

@@ -3005,13 +3005,14 @@ fn decide_with(
     let surely_below_interest =
         below_interest && endpoints_change.abs() + endpoints_se < of_interest;
     // `within`: "within the run cap of 400", `ended`: "run cap of 400 reached".
-    let give_up = |within: &str, ended: &str| {
+    // `small`: the step counts as below the size of interest.
+    let give_up = |within: &str, ended: &str, small: bool| {
         // A range whose measured step is below the smallest change the prior looks for, and
         // where "no change" still holds some probability, did not reproduce a change of
         // interest: calling it inconclusive would ask for runs that cannot find a commit
         // for a step that size (the A/A ranges that ran out all had |step| 0.6–1.0% at CV
         // 2%, each predicting 2–10× the cap still to go).
-        if below_interest && b.no_change >= OF_INTEREST_FLOOR {
+        if small && b.no_change >= OF_INTEREST_FLOOR {
             return Decision::Done(Outcome::NotReproduced {
                 reason: format!(
                     "no change of interest {within}: the measured change {:+.2}% is below the \
@@ -3033,6 +3034,7 @@ fn decide_with(
         give_up(
             &format!("within the run cap of {cap}{extra}"),
             &format!("run cap of {cap} reached{extra}"),
+            below_interest,
         )
     };
     // A change the bad endpoint shows in some runs only: each commit the search measures gets
@@ -3289,6 +3291,9 @@ fn decide_with(
                 100.0 * of_interest,
                 to_rule_out.ceil()
             ),
+            // At such noise a step measured under the size of interest is far from surely
+            // under it: "no change of interest" needs the endpoints to place it there.
+            surely_below_interest,
         );
     }
     if pk >= verify_from && ev.untestable.contains(&k) {
