@@ -294,6 +294,9 @@ fn duration(secs: i64) -> String {
     }
 }
 
+/// Above this probability of a change, the progress line does not mention it.
+const CHANGE_SURE: f64 = 0.99;
+
 /// One progress line: status, the measures that move (most likely culprit, candidates
 /// holding 90%, bits left), runs, and the time left.
 pub fn progress_line(b: &Bisect) -> String {
@@ -305,6 +308,10 @@ pub fn progress_line(b: &Bisect) -> String {
             }
             if let Some(n) = p.candidates_90 {
                 line += &format!(" · 90% in {n} of {}", b.candidates_total);
+            }
+            // Those are given a change; say so where a change is itself in doubt.
+            if let Some(c) = p.change_probability.filter(|c| *c < CHANGE_SURE) {
+                line += &format!(" (if there is a change: P {:.1}%)", 100.0 * c);
             }
             line += &format!(
                 " · {:.1} of {:.1} bits left",
@@ -485,5 +492,45 @@ mod tests {
         assert_eq!(exit_code("failed"), 1);
         assert_eq!(exit_code("inconclusive"), 2);
         assert_eq!(exit_code("not_reproduced"), 2);
+    }
+
+    /// A running bisect whose progress is `progress` (the API's JSON).
+    fn searching(progress: serde_json::Value) -> Bisect {
+        serde_json::from_value(serde_json::json!({
+            "id": 1, "repository": "example", "metric": "demo.score", "direction": null,
+            "good": {"rev": "good", "sha": "a".repeat(40)},
+            "bad": {"rev": "bad", "sha": "b".repeat(40)},
+            "confidence": 0.99, "max_runs": 2000, "status": "searching", "status_reason": null,
+            "testcase": "demo", "tbox_group": "local", "job_hash": "h",
+            "candidates_total": 240, "candidates_remaining": 2, "runs_done": 180,
+            "tasks_pending": 1, "culprit": null, "commits": [],
+            "created_at": "2026-12-07T15:00:00Z", "updated_at": "2026-12-07T15:01:00Z",
+            "finished_at": null, "progress": progress
+        }))
+        .expect("a bisect")
+    }
+
+    #[test]
+    fn the_progress_line_says_when_its_culprit_is_given_a_change_in_doubt() {
+        let mut progress = serde_json::json!({
+            "top_sha": "1".repeat(40), "top_probability": 0.501, "candidates_90": 2,
+            "entropy_bits": 1.0, "entropy_bits_start": 7.9, "budget_runs_left": 1820,
+            "eta_secs": null, "budget_secs": null, "change_probability": 0.102
+        });
+        let line = progress_line(&searching(progress.clone()));
+        assert!(
+            line.contains(
+                "top 111111111111 50.1% · 90% in 2 of 240 (if there is a change: P 10.2%)"
+            ),
+            "{line}"
+        );
+        // A change that is all but sure, or a server that does not say: nothing added.
+        progress["change_probability"] = serde_json::json!(0.995);
+        assert!(!progress_line(&searching(progress.clone())).contains("if there is"));
+        progress
+            .as_object_mut()
+            .unwrap()
+            .remove("change_probability");
+        assert!(!progress_line(&searching(progress)).contains("if there is"));
     }
 }

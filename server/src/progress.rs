@@ -34,6 +34,10 @@ pub struct Belief {
     pub top_probability: Option<f64>,
     pub candidates_90: Option<usize>,
     pub entropy_bits: Option<f64>,
+    /// The candidates' probabilities summed: P(a change in the range). The four above are
+    /// given a change. Absent in rows stored before it was kept.
+    #[serde(default)]
+    pub change_probability: Option<f64>,
 }
 
 impl Belief {
@@ -73,6 +77,7 @@ impl Belief {
             top_probability: top.map(|(_, p)| p),
             candidates_90: Some(candidates_90),
             entropy_bits: Some(entropy.max(0.0)),
+            change_probability: Some(total.min(1.0)),
         }
     }
 }
@@ -139,6 +144,7 @@ pub fn with_belief(belief: &Belief, i: &Inputs) -> Progress {
         top_sha: belief.top_sha.clone(),
         top_probability: belief.top_probability,
         candidates_90: belief.candidates_90,
+        change_probability: belief.change_probability,
         entropy_bits: entropy,
         entropy_bits_start: start,
         budget_runs_left,
@@ -244,6 +250,25 @@ mod tests {
         let i = inputs(&ps, 12);
         assert_eq!(with_belief(&stored, &inputs(&[], 12)), compute(&i));
         assert_eq!(stored.top_sha.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn the_measures_are_given_a_change_whose_probability_is_kept_beside_them() {
+        // The candidates hold 10% between them: "no change" holds the rest.
+        let ps = [("a", 0.05), ("b", 0.03), ("c", 0.02)];
+        let b = Belief::of(&ps);
+        assert!((b.change_probability.unwrap() - 0.1).abs() < 1e-12, "{b:?}");
+        assert!((b.top_probability.unwrap() - 0.5).abs() < 1e-12, "{b:?}");
+        assert_eq!(
+            compute(&inputs(&ps, 12)).change_probability,
+            b.change_probability
+        );
+        // A belief stored before the field existed reads as not saying.
+        let old: Belief = serde_json::from_value(serde_json::json!(
+            {"top_sha": "a", "top_probability": 0.5, "candidates_90": 2, "entropy_bits": 1.4}
+        ))
+        .unwrap();
+        assert_eq!(old.change_probability, None);
     }
 
     #[test]

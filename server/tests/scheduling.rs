@@ -342,7 +342,8 @@ async fn list_pages_read_the_summary_the_advance_stored() {
                      "runs_used": "bad vs good endpoint", "kind": "change"});
     sqlx::query(
         "UPDATE bisects SET measured_change = $2,
-                belief = jsonb_build_object('top_probability', 0.5, 'entropy_bits', 3.3)
+                belief = jsonb_build_object('top_probability', 0.5, 'entropy_bits', 3.3,
+                                            'change_probability', 0.102)
          WHERE id = $1",
     )
     .bind(bisect)
@@ -360,6 +361,12 @@ async fn list_pages_read_the_summary_the_advance_stored() {
     // The running bisect's own page takes its progress from the stored belief too.
     let (_, one) = call(&f, "GET", &format!("/api/v1/bisects/{bisect}"), None, None).await;
     assert_eq!(one["progress"]["entropy_bits"], json!(3.3), "{one}");
+    // Its top probability is given a change, and the change is in doubt: the page says so.
+    assert_eq!(one["progress"]["change_probability"], json!(0.102), "{one}");
+    let (s, page) =
+        common::request(&f.state, "GET", &format!("/bisects/{bisect}"), None, None).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(page.contains("if there is a change (P 10.2%)"), "{page}");
 }
 
 /// The list version (`list_cache`) as a replica reads it.

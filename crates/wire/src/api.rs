@@ -251,11 +251,15 @@ pub struct MeasuredChange {
 /// probabilities), and an estimate of the time left.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
-    /// The most likely culprit and its probability.
+    /// The most likely culprit and its probability, given that the range holds a change.
     pub top_sha: Option<String>,
     pub top_probability: Option<f64>,
-    /// Fewest candidates that together hold 90% of the probability.
+    /// Fewest candidates that together hold 90% of the probability, given a change.
     pub candidates_90: Option<usize>,
+    /// Probability that the range holds a change at all (the measures above and the bits
+    /// are given one).
+    #[serde(default)]
+    pub change_probability: Option<f64>,
     /// Uncertainty left about the culprit, in bits (log2 of the candidates at the start).
     pub entropy_bits: Option<f64>,
     pub entropy_bits_start: f64,

@@ -104,6 +104,8 @@ pub struct ProgressView {
     /// Share of the starting uncertainty resolved, in percent (the bar).
     pub resolved_pct: u32,
     pub eta: String,
+    /// P(a change in the range), where it is in doubt: the measures above are given one.
+    pub change_p: Option<String>,
 }
 
 /// One task of the bisect, linking to its runs and their logs.
@@ -423,6 +425,10 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
                     100
                 },
                 eta: eta_text(is_final, p.eta_secs, p.budget_secs, p.budget_runs_left),
+                change_p: p
+                    .change_probability
+                    .filter(|c| *c < 0.99)
+                    .map(format::probability),
             }
         });
     let live = LiveView {
