@@ -294,9 +294,6 @@ fn duration(secs: i64) -> String {
     }
 }
 
-/// Above this probability of a change, the progress line does not mention it.
-const CHANGE_SURE: f64 = 0.99;
-
 /// One progress line: status, the measures that move (most likely culprit, candidates
 /// holding 90%, bits left), runs, and the time left.
 pub fn progress_line(b: &Bisect) -> String {
@@ -310,7 +307,10 @@ pub fn progress_line(b: &Bisect) -> String {
                 line += &format!(" · 90% in {n} of {}", b.candidates_total);
             }
             // Those are given a change; say so where a change is itself in doubt.
-            if let Some(c) = p.change_probability.filter(|c| *c < CHANGE_SURE) {
+            if let Some(c) = p
+                .change_probability
+                .filter(|c| *c < perfbisect_wire::api::CHANGE_SURE)
+            {
                 line += &format!(" (if there is a change: P {:.1}%)", 100.0 * c);
             }
             line += &format!(

@@ -247,6 +247,10 @@ pub struct MeasuredChange {
     pub kind: String,
 }
 
+/// Above this [`Progress::change_probability`], a change is not in doubt enough for the CLI
+/// or the page to say that the progress's measures are given one.
+pub const CHANGE_SURE: f64 = 0.99;
+
 /// Measures of a running search that move as runs arrive (where the engine gives
 /// probabilities), and an estimate of the time left.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -427,7 +427,7 @@ async fn load(state: &AppState, id: i64) -> Result<(Bisect, LiveView), PageError
                 eta: eta_text(is_final, p.eta_secs, p.budget_secs, p.budget_runs_left),
                 change_p: p
                     .change_probability
-                    .filter(|c| *c < 0.99)
+                    .filter(|c| *c < perfbisect_wire::api::CHANGE_SURE)
                     .map(format::probability),
             }
         });
