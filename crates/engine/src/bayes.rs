@@ -2215,12 +2215,6 @@ fn local_change(graph: &CandidateGraph, ev: &Evidence, k: usize) -> Option<f64> 
 /// adds (`b.rounding`: runs that read one grid value). None with fewer than two degrees of
 /// freedom.
 fn within_point_noise(ev: &Evidence, b: &Belief) -> Option<f64> {
-    within_noise(ev, b.rounding)
-}
-
-/// [`within_point_noise`] with the grid's variance given (`Prepared::rounding`), for use
-/// before there is a belief.
-fn within_noise(ev: &Evidence, rounding: f64) -> Option<f64> {
     let good = mean(ev.at(Point::Good))?;
     let (mut ss, mut df) = (0.0, 0usize);
     for v in ev.samples.values() {
@@ -2231,7 +2225,7 @@ fn within_noise(ev: &Evidence, rounding: f64) -> Option<f64> {
             df += v.len() - 1;
         }
     }
-    (df >= 2 && good != 0.0).then(|| (ss / df as f64).max(rounding).sqrt() / good.abs())
+    (df >= 2 && good != 0.0).then(|| (ss / df as f64).max(b.rounding).sqrt() / good.abs())
 }
 
 /// A merge's two parents as points (a first parent outside the range is the good side).
@@ -2256,9 +2250,9 @@ fn merge_base(graph: &CandidateGraph, a: Point, b: Point) -> Point {
         .map_or(Point::Good, Point::Candidate)
 }
 
-/// The merge base to measure before merge `k` is named: its parents read apart (by more
-/// than two standard errors of the runs' own noise), so one branch may bring a change the
-/// merge only passes on (see [`merges_without_a_step`]), and the base is not measured yet.
+/// The merge base to measure before merge `k` is named, in a metric whose runs repeat
+/// exactly: its parents read apart, so one branch may bring a change the merge only passes
+/// on (see [`merges_without_a_step`]), and the base is not measured yet.
 fn base_to_measure(
     graph: &CandidateGraph,
     ev: &Evidence,
@@ -2278,63 +2272,38 @@ fn base_to_measure(
     if !ev.at(base).is_empty() || untestable {
         return None;
     }
-    let run_noise = within_point_noise(ev, b).unwrap_or(b.noise);
-    let good = mean(ev.at(Point::Good)).filter(|g| *g != 0.0)?;
-    let (l1, l2) = (mean(ev.at(p1))?, mean(ev.at(p2))?);
-    let n = |p: Point| ev.at(p).len().max(1) as f64;
-    let se = run_noise * (1.0 / n(p1) + 1.0 / n(p2)).sqrt();
-    ((l1 - l2).abs() / good.abs() > 2.0 * se).then_some(base)
+    (mean(ev.at(p1))? != mean(ev.at(p2))?).then_some(base)
 }
 
-/// A merge's own step, relative to the good level, with its standard error under
-/// `run_noise`: what it adds to what its two branches bring, level(m) − level(p1) −
-/// level(p2) + level(base). None while any of the four is unmeasured.
-fn merge_own_step(
-    graph: &CandidateGraph,
-    ev: &Evidence,
-    m: usize,
-    run_noise: f64,
-) -> Option<(f64, f64)> {
+/// A merge's own step, relative to the good level: what it adds to what its two branches
+/// bring, level(m) − level(p1) − level(p2) + level(base). None while any of the four is
+/// unmeasured.
+fn merge_own_step(graph: &CandidateGraph, ev: &Evidence, m: usize) -> Option<f64> {
     let [p1, p2] = merge_parents(graph, m)?;
     if ev.at(p1).is_empty() || ev.at(p2).is_empty() {
         return None;
     }
     let base = merge_base(graph, p1, p2);
     let good = mean(ev.at(Point::Good)).filter(|g| *g != 0.0)?;
-    let points = [Point::Candidate(m), p1, p2, base];
-    let mut own = 0.0;
-    let mut var = 0.0;
-    for (i, p) in points.into_iter().enumerate() {
-        let at = ev.at(p);
-        let sign = if i == 0 || i == 3 { 1.0 } else { -1.0 };
-        own += sign * mean(at)?;
-        var += 1.0 / at.len() as f64;
-    }
-    Some((own / good.abs(), run_noise * var.sqrt()))
+    let level = |p: Point| mean(ev.at(p));
+    let own = level(Point::Candidate(m))? - level(p1)? - level(p2)? + level(base)?;
+    Some(own / good.abs())
 }
 
-/// Merges that surely add nothing of interest to what their branches bring: each differs
-/// from its parents only because the other branch carries a change (its own step, see
-/// [`merge_own_step`], stays under the size of interest by [`UNNAMED_CULPRIT_Z`] standard
-/// errors). Where the level walks along both branches, such a merge differs from every
+/// Merges that add nothing of interest to what their branches bring, in a metric whose
+/// runs repeat exactly (every level read without error): each differs from its parents
+/// only because the other branch carries a change (its own step, see [`merge_own_step`],
+/// is under the size of interest). Where the level walks along both branches, such a merge differs from every
 /// parent and was named for a step made on its branch: bisect-sim's exact metric walking
 /// 0.1% a commit named the merges c516, c364 and c299 for steps at c515, c362 and c294.
-fn merges_without_a_step(
-    graph: &CandidateGraph,
-    ev: &Evidence,
-    run_noise: f64,
-    of_interest: f64,
-) -> Vec<usize> {
+fn merges_without_a_step(graph: &CandidateGraph, ev: &Evidence, of_interest: f64) -> Vec<usize> {
     ev.samples
         .keys()
         .filter_map(|p| match p {
             Point::Candidate(m) if merge_parents(graph, *m).is_some() => Some(*m),
             _ => None,
         })
-        .filter(|&m| {
-            merge_own_step(graph, ev, m, run_noise)
-                .is_some_and(|(own, se)| own.abs() + UNNAMED_CULPRIT_Z * se < of_interest)
-        })
+        .filter(|&m| merge_own_step(graph, ev, m).is_some_and(|own| own.abs() < of_interest))
         .collect()
 }
 
@@ -2865,11 +2834,8 @@ pub(crate) fn decide(graph: &CandidateGraph, ev: &Evidence, settings: &Settings)
     // or with commits' own levels (code layout, four of them in the sum), it named a second
     // change point beside the culprit in a near-exact layout world, and cost near-exact
     // walks 5–15% more runs for no wrong name saved.
-    if !settings.first_parent
-        && prep.runs_exact
-        && let Some(run_noise) = within_noise(ev, prep.rounding)
-    {
-        for m in merges_without_a_step(graph, ev, run_noise, smallest_of_interest(settings)) {
+    if !settings.first_parent && prep.runs_exact {
+        for m in merges_without_a_step(graph, ev, smallest_of_interest(settings)) {
             allowed[m] = false;
         }
     }
