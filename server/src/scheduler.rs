@@ -300,10 +300,7 @@ async fn advance_once(
         idle_hosts: idle.max(1) as u32,
         first_parent: row.first_parent,
         // A budget set below its cap: the engine still weighs what the cap allows.
-        ceiling: store::bisects::budget(&mut tx, bisect)
-            .await?
-            .and_then(|b| b.budget_cap)
-            .map(|c| c.max(1) as u32),
+        ceiling: row.budget_cap.map(|c| c.max(1) as u32),
         ..Settings::default()
     };
     stages.mark("evidence");

@@ -23,6 +23,8 @@ pub struct ForAdvance {
     pub metric: String,
     pub confidence: f64,
     pub max_runs: i32,
+    /// The cap the budget was set under, once it was set from a prediction.
+    pub budget_cap: Option<i32>,
     pub direction: Option<String>,
     pub magnitude_pct: Option<f64>,
     pub job_spec_id: i64,
@@ -37,8 +39,9 @@ pub async fn for_advance(tx: &mut PgConnection, bisect: i64) -> sqlx::Result<Opt
     sqlx::query_as!(
         ForAdvance,
         r#"SELECT b.status AS "status: BisectStatus", b.good_sha, b.metric, b.confidence,
-                  b.max_runs, b.direction, b.magnitude_pct, b.job_spec_id, b.first_parent,
-                  j.tbox_group, coalesce((j.spec ->> 'runs_per_task')::int, 5) AS "runs_per_task!",
+                  b.max_runs, b.budget_cap, b.direction, b.magnitude_pct, b.job_spec_id,
+                  b.first_parent, j.tbox_group,
+                  coalesce((j.spec ->> 'runs_per_task')::int, 5) AS "runs_per_task!",
                   b.assessed_round
            FROM bisects b JOIN job_specs j ON j.id = b.job_spec_id
            WHERE b.id = $1"#,
