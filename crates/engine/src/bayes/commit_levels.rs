@@ -18,8 +18,31 @@ pub(super) const COMMIT_RATIOS: [(f64, f64); 4] = [
     (0.25, 0.1 / 3.0),
 ];
 
+/// The shares of the level a commit's own level may take beside the grid in noise units
+/// (relative standard deviations): a layout's size is the binary's, not the runs'. At CV 2%
+/// they are the grid itself; at a quiet metric they are many times the run noise, which a
+/// grid in noise units cannot hold: at CV 0.2% with 0.5% a commit, the largest κ of the grid
+/// (a commit's own level a tenth of a percent) read each commit's own level as a step, and
+/// 17 of 100 bisect-sim bisects named a second change beside the culprit.
+const LAYOUT_SHARES: [f64; 3] = [0.0025, 0.005, 0.01];
+
+/// [`COMMIT_RATIOS`] for runs of relative noise `run_noise`: each κ at least the one that
+/// puts a commit's own level at its share of [`LAYOUT_SHARES`]. Noisy metrics keep the grid
+/// (measured there); runs without noise keep it too (their κ would be unbounded, and an
+/// exact metric's own levels are judged apart: `naming`).
+pub(super) fn commit_ratios(run_noise: f64) -> [(f64, f64); 4] {
+    let mut out = COMMIT_RATIOS;
+    if run_noise > NOISELESS && run_noise.is_finite() {
+        for (o, share) in out[1..].iter_mut().zip(LAYOUT_SHARES) {
+            o.0 = o.0.max((share / run_noise).powi(2));
+        }
+    }
+    out
+}
+
 /// The belief (about a further change point when `fixed` holds the commits that carry a
-/// known one) with every commit's own level weighed in (see [`commit_levels_weighed`]).
+/// known one) with every commit's own level weighed in (see [`commit_levels_weighed`]),
+/// under the κ grid `ratios` ([`commit_ratios`]).
 pub(crate) fn belief_with_commit_levels(
     graph: &CandidateGraph,
     prep: &Prepared,
@@ -27,8 +50,9 @@ pub(crate) fn belief_with_commit_levels(
     allowed: &[bool],
     no_change_prior: f64,
     fixed: Option<&[bool]>,
+    ratios: [(f64, f64); 4],
 ) -> Belief {
-    commit_levels_weighed(COMMIT_RATIOS.map(|(kappa, _)| {
+    commit_levels_weighed(ratios.map(|(kappa, _)| {
         belief_with(
             graph,
             prep,

@@ -821,6 +821,7 @@ pub(super) fn decide_with(
             // ran out (bisect-sim, layout 0.5% a commit on four hosts: 9.5% of bisects
             // without a culprit, 378.6 runs; 7.5% and 349.5 since).
             let mut lone = false;
+            let ratios = commit_ratios(within_point_noise(ev, b).unwrap_or(b.noise));
             if settled {
                 for (((c, bl), cp), other) in
                     pair.iter().zip(list.iter_mut()).zip([&named[1], &named[0]])
@@ -833,6 +834,7 @@ pub(super) fn decide_with(
                         &without(*other),
                         SIDE_NO_CHANGE_PRIOR,
                         Some(&carry_other),
+                        ratios,
                     );
                     if mixed.p[*c] >= conf {
                         continue;
@@ -849,7 +851,7 @@ pub(super) fn decide_with(
                     // Enough runs that the largest κ of the grid shows against the run
                     // noise (κ·W ≥ 2): a commit of two runs says little about whether
                     // commits differ beyond their noise.
-                    let own = (2.0 / COMMIT_RATIOS[COMMIT_RATIOS.len() - 1].0) as u32;
+                    let own = (2.0 / ratios[ratios.len() - 1].0).ceil().max(1.0) as u32;
                     if let Some(q) = stretch_point(ev, &between, own as usize)
                         && pending_at(Point::Candidate(q)) == 0
                     {
@@ -876,8 +878,16 @@ pub(super) fn decide_with(
             // levels sit one near each side leave the step at either of them (without
             // this, two of 200 such bisects on four hosts named the wrong one of the two).
             let k_holds = || {
-                belief_with_commit_levels(graph, prep, settings, allowed, NO_CHANGE_PRIOR, None).p
-                    [k]
+                belief_with_commit_levels(
+                    graph,
+                    prep,
+                    settings,
+                    allowed,
+                    NO_CHANGE_PRIOR,
+                    None,
+                    ratios,
+                )
+                .p[k]
                     >= conf
             };
             if lone && named.contains(&k) && k_holds() {
