@@ -35,6 +35,7 @@ use std::fmt::Write;
 
 mod assess;
 mod belief;
+mod check;
 mod commit_levels;
 mod decision;
 mod naming;
@@ -49,6 +50,7 @@ mod verify;
 
 use assess::*;
 use belief::*;
+use check::*;
 use commit_levels::*;
 pub(crate) use decision::decide;
 use naming::*;
@@ -74,6 +76,8 @@ const VERIFY_ALPHA: f64 = 0.1;
 /// The belief's noise over the runs' own scatter beyond which a point's level counts as
 /// pinned once it has [`PINNED_RUNS`] runs, and the search stops asking for more of them.
 const PINNED_NOISE_RATIO: f64 = 3.0;
+/// Prior probability that the range holds no change at all.
+const NO_CHANGE_PRIOR: f64 = 0.2;
 /// Relative noise of one run below which the runs count as showing none ([`noiseless`]).
 const NOISELESS: f64 = 1e-9;
 /// Runs that pin a point's level where [`PINNED_NOISE_RATIO`] holds.
