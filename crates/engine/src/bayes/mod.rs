@@ -42,6 +42,7 @@ mod naming;
 mod noise;
 mod partial;
 mod predict;
+mod reproduce;
 mod requests;
 mod robust;
 #[cfg(test)]
@@ -57,6 +58,7 @@ use naming::*;
 use noise::*;
 use partial::*;
 use predict::*;
+use reproduce::*;
 use requests::*;
 use robust::*;
 use verify::*;
