@@ -18,8 +18,8 @@ pub(super) fn reproduce(r: &Round, runs: u32) -> Option<Decision> {
     let n_end = |p: Point| ev.at(p).len();
     let (endpoint_runs, endpoint_cap) = r.endpoint_budget();
     let endpoints_spent = endpoint_runs >= endpoint_cap / 4;
-    // A change that is more likely than not is searched for once half of that went to the
-    // endpoints.
+    // A change that is more likely than not is searched for once half of their cap went to
+    // the endpoints.
     let unsure =
         b.no_change > 0.5 || (b.no_change > REPRODUCED && endpoint_runs < endpoint_cap / 2);
     // A metric that repeats itself exactly at one endpoint needs no more than a few runs at
