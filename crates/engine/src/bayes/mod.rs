@@ -45,6 +45,7 @@ mod predict;
 mod reproduce;
 mod requests;
 mod robust;
+mod search;
 #[cfg(test)]
 mod tests;
 mod verify;
@@ -61,6 +62,7 @@ use predict::*;
 use reproduce::*;
 use requests::*;
 use robust::*;
+use search::*;
 use verify::*;
 
 /// The endpoints are measured until "no change" falls below this. They answer "is there a
