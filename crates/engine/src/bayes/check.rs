@@ -265,10 +265,11 @@ pub(super) fn check_one_change(
     // → after): CV 0 with 0.3% a commit 11% / 51.3 → 0 / 26.2; CV 0.1% with 0.2%
     // 10% / 41.0 → 0 / 34.8; CV 0.2% with 0.3% 12% / 67.9 → 5% / 38.1. At three
     // standard errors, moves of 0.87–0.96% measured to ±0.1–0.16% stayed named.
+    // The runs' own noise, not the belief's: in an exact metric the commits' own levels are
+    // most of what the belief reads as noise (and the commit-level check below sizes its
+    // grid with it).
+    let run_noise = within_point_noise(ev, b).unwrap_or(b.noise);
     {
-        // The runs' own noise, not the belief's: in an exact metric the commits'
-        // own levels are most of what the belief reads as noise.
-        let run_noise = within_point_noise(ev, b).unwrap_or(b.noise);
         let small: Vec<bool> = pair
             .iter()
             .map(|(c, bl)| {
@@ -323,7 +324,7 @@ pub(super) fn check_one_change(
     // ran out (bisect-sim, layout 0.5% a commit on four hosts: 9.5% of bisects
     // without a culprit, 378.6 runs; 7.5% and 349.5 since).
     let mut lone = false;
-    let ratios = commit_ratios(within_point_noise(ev, b).unwrap_or(b.noise));
+    let ratios = commit_ratios(run_noise);
     if settled {
         for (((c, bl), cp), other) in pair.iter().zip(list.iter_mut()).zip([&named[1], &named[0]]) {
             let carry_other = descendants(graph, *other);
