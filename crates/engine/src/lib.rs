@@ -21,7 +21,8 @@
 //! - [`budget`]: how a bisect's budget of runs follows the engine's predictions.
 //! - `stats`: summaries and Welch's test, shared with the reports.
 //! - [`synth`] and [`sim`]: synthetic histories and a simulated lab, for tests, the
-//!   `bisect-sim` binary and benchmarks (the only code that draws random numbers).
+//!   `bisect-sim` binary and benchmarks (the only code that draws random numbers);
+//!   [`histories`]: real projects' release ranges, stored, for the same.
 
 mod bayes;
 mod boots;
@@ -29,6 +30,7 @@ pub mod budget;
 mod dag;
 mod decide;
 mod drift;
+pub mod histories;
 mod hosts;
 mod intermittent;
 pub mod sim;

@@ -1367,3 +1367,68 @@ fn couples_on_a_grid_are_judged_with_half_a_step_of_noise() {
         );
     }
 }
+
+/// A world on a stored real history: one step of +3% at `culprit`, Gaussian noise.
+fn on_history(name: &str, culprit: usize, cv: f64) -> World {
+    World {
+        graph: perfbisect_engine::histories::stored(name).unwrap(),
+        culprit: Some(culprit),
+        delta: 0.03,
+        noise: Noise::Gaussian { cv },
+        untestable: BTreeSet::new(),
+        incomplete_rate: 0.0,
+        lab: Default::default(),
+    }
+}
+
+#[test]
+fn real_release_histories_name_the_planted_commit() {
+    // git.git's v2.46.0..v2.47.0 and u-boot's v2024.07..v2024.10, as `git rev-list` gives
+    // them: commits anywhere, and in git.git roots of topic branches forked before the good
+    // release (no parent in the range), which synthetic histories have few of.
+    for name in ["git-v2.47", "u-boot-v2024.10"] {
+        let g = perfbisect_engine::histories::stored(name).unwrap();
+        let roots: Vec<usize> = (1..g.len()).filter(|&c| g.parents(c).is_empty()).collect();
+        assert!(!roots.is_empty(), "{name}");
+        for seed in 0..6u64 {
+            let culprit = if seed % 2 == 0 {
+                SplitMix::new(seed).below(g.len())
+            } else {
+                roots[SplitMix::new(seed).below(roots.len())]
+            };
+            let w = on_history(name, culprit, 0.01);
+            let t = run_trial(&w, &Settings::default(), seed);
+            assert!(t.correct(&w), "{name}, seed {seed}, c{culprit}: {t:?}");
+        }
+    }
+}
+
+#[test]
+fn a_maintainers_pull_request_is_named_in_first_parent_mode() {
+    // u-boot's mainline is a first-parent chain of pull requests, each dozens of commits.
+    let name = "u-boot-v2024.10";
+    let g = perfbisect_engine::histories::stored(name).unwrap();
+    let chain = g.first_parent_chain();
+    for seed in 0..4u64 {
+        let mut rng = SplitMix::new(seed);
+        let culprit = loop {
+            let c = rng.below(g.len());
+            if !chain[c] {
+                break c;
+            }
+        };
+        let merge = (culprit + 1..g.len())
+            .find(|&m| chain[m] && g.ancestors(&[m])[culprit])
+            .expect("merged into mainline");
+        let w = on_history(name, culprit, 0.01);
+        let settings = Settings {
+            first_parent: true,
+            ..Settings::default()
+        };
+        let t = run_trial(&w, &settings, seed);
+        assert!(
+            matches!(t.outcome, Outcome::Found { culprit: c, .. } if c == merge),
+            "seed {seed}, c{culprit} merged by c{merge}: {t:?}"
+        );
+    }
+}

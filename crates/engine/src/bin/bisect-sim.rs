@@ -9,7 +9,8 @@
 //! (BISECT_SIM_MISSES=1 in the environment: every missed trial's seed and reason on stderr)
 //! bisect-sim --bench [--n 100000] [--w 8]                            engine speed on a big DAG
 //! ```
-//! A cell is a set of `key=value` words: n, shape (linear|merges), delta, cv, noise
+//! A cell is a set of `key=value` words: n, shape (linear|merges), history (a stored real
+//! history, git-v2.47 or u-boot-v2024.10, or a file of one: see `histories`), delta, cv, noise
 //! (gauss|t3|bimodal|drift), skip (unbuildable rate), fail (incomplete-run rate), w, conf,
 //! engine (bayes|v1|git|lkp3), magnitude, dir (up|down), change (yes|no), max (run cap), rpr,
 //! second (size of a second change at another random commit), drift (relative per run), jump
@@ -40,12 +41,14 @@
 //! runs (runs + builds × build cost + boots × boot cost).
 
 use perfbisect_engine::budget::Budget;
+use perfbisect_engine::histories;
 use perfbisect_engine::sim::{
     Baseline, Lab, Noise, Trial, World, run_baseline, run_trial_budgeted,
 };
 use perfbisect_engine::synth::{self, Shape, SplitMix};
 use perfbisect_engine::{
-    Decision, Direction, Evidence, Outcome, Point, Settings, Strategy, Taken, decide,
+    CandidateGraph, Decision, Direction, Evidence, Outcome, Point, Settings, Strategy, Taken,
+    decide,
 };
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -54,6 +57,9 @@ use std::time::Instant;
 struct Cell {
     n: usize,
     merges: bool,
+    /// A stored real history (`histories::STORED`) or a file of one, instead of a
+    /// synthetic shape (`n` and `shape` are then ignored).
+    history: Option<String>,
     delta: f64,
     cv: f64,
     noise: String,
@@ -99,6 +105,7 @@ impl Default for Cell {
         Self {
             n: 1000,
             merges: true,
+            history: None,
             delta: 0.03,
             cv: 0.02,
             noise: "gauss".into(),
@@ -147,6 +154,10 @@ impl Cell {
             match k {
                 "n" => c.n = num()? as usize,
                 "shape" => c.merges = v == "merges",
+                "history" => {
+                    load_history(v)?;
+                    c.history = Some(v.to_string());
+                }
                 "delta" => c.delta = num()?,
                 "cv" => c.cv = num()?,
                 "noise" => c.noise = v.to_string(),
@@ -188,10 +199,16 @@ impl Cell {
     }
 
     fn name(&self) -> String {
+        let shape = match &self.history {
+            Some(h) => h.rsplit('/').next().unwrap_or(h).to_string(),
+            None => format!(
+                "n={} {}",
+                self.n,
+                if self.merges { "merges" } else { "linear" }
+            ),
+        };
         let mut s = format!(
-            "n={} {} d={}% {} cv={}% w={} conf={}",
-            self.n,
-            if self.merges { "merges" } else { "linear" },
+            "{shape} d={}% {} cv={}% w={} conf={}",
             100.0 * self.delta,
             self.noise,
             100.0 * self.cv,
@@ -298,7 +315,10 @@ impl Cell {
         } else {
             Shape::linear(self.n)
         };
-        let graph = synth::graph(shape, seed);
+        let graph = match &self.history {
+            Some(h) => load_history(h).expect("checked when the cell was read"),
+            None => synth::graph(shape, seed),
+        };
         let mut rng = SplitMix::new(seed ^ 0xc0ffee);
         let culprit = self.change.then(|| rng.below(graph.len()));
         let mut extra_changes = Vec::new();
@@ -436,6 +456,21 @@ impl Cell {
     }
 }
 
+/// A stored history by name, or a history file (the export script's format).
+fn load_history(spec: &str) -> Result<CandidateGraph, String> {
+    if histories::STORED.iter().any(|(name, _)| *name == spec) {
+        return histories::stored(spec).map_err(|e| format!("history {spec}: {e}"));
+    }
+    let text = std::fs::read_to_string(spec).map_err(|e| {
+        let names: Vec<&str> = histories::STORED.iter().map(|(n, _)| *n).collect();
+        format!(
+            "history {spec:?} is neither a stored history ({}) nor a readable file: {e}",
+            names.join(", ")
+        )
+    })?;
+    histories::parse(&text).map_err(|e| format!("history {spec}: {e}"))
+}
+
 /// The standard cells: the issue's targets, each beside its comparison.
 fn standard_cells() -> Vec<String> {
     let mut cells: Vec<String> = Vec::new();
@@ -543,6 +578,13 @@ fn situation_cells() -> Vec<String> {
         // The example repository of the end-to-end tests: 200 commits, a +6% step, 3% noise
         // with a slow run now and then, two workers.
         "n=200 delta=0.06 cv=0.03 noise=slowruns w=2",
+        // Real projects' release ranges (`histories`): git.git, whose topic branches often
+        // fork from before the good release, and u-boot, whose mainline merges maintainers'
+        // pull requests; clean, and with two +1.5% changes.
+        "history=git-v2.47",
+        "history=u-boot-v2024.10",
+        "history=git-v2.47 delta=0.015 second=0.015",
+        "history=u-boot-v2024.10 delta=0.015 second=0.015",
     ]
     .iter()
     .map(|c| format!("{c} {product}").trim().to_string())
