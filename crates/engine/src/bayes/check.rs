@@ -231,14 +231,47 @@ pub(super) fn check_one_change(
     pair.sort_by_key(|(c, _)| *c);
     let mut settled = true;
     let mut list: Vec<ChangePoint> = Vec::new();
-    for (c, bl) in &pair {
+    for (i, (c, bl)) in pair.iter().enumerate() {
         let (c, pc) = (*c, bl.ranked.first().map_or(0.0, |t| t.1));
+        // A merge named beside another change point must show a step of its own: the
+        // model's two change points may not be all the range holds (see
+        // [`merge_step`]). Its parents and their base are measured until they
+        // say; one whose parents surely carry the change is no candidate, and this change
+        // point is searched for without it.
+        let merge = merge_step(graph, ev, c, bl, allowed, of_interest);
+        if merge == MergeStep::Parts {
+            settled = false;
+            let other = pair[1 - i].0;
+            let mut not_these = without(other);
+            not_these[c] = false;
+            let elsewhere = belief(
+                graph,
+                prep,
+                &neutral,
+                &not_these,
+                SIDE_NO_CHANGE_PRIOR,
+                Some(&descendants(graph, other)),
+            );
+            proposals(&elsewhere, &mut requests);
+            let mut cp = change_point(graph, ev, &elsewhere, conf, false);
+            if let Some(&(top, _)) = elsewhere.ranked.first() {
+                cp.change = local_change(graph, ev, top).unwrap_or(cp.change);
+            }
+            list.push(cp);
+            continue;
+        }
         let (parent, cpairs) = verification(graph, ev, bl, allowed, c);
         let ec = evalue(ev, bl, &cpairs, graph.bad());
-        let ok = pc >= conf && cpairs.len() >= min_pairs(bl) && ec >= 1.0 / VERIFY_ALPHA;
+        let verified = pc >= conf && cpairs.len() >= min_pairs(bl) && ec >= 1.0 / VERIFY_ALPHA;
+        let ok = verified && merge == MergeStep::Own;
         settled &= ok;
         if !ok {
-            if pc >= verify_from && !ev.untestable.contains(&c) {
+            if let (true, MergeStep::Measure(p)) = (verified, merge) {
+                let untestable = matches!(p, Point::Candidate(x) if ev.untestable.contains(&x));
+                if pending_at(p) == 0 && !untestable {
+                    requests.push(Request::new(p, runs.max(2)));
+                }
+            } else if pc >= verify_from && !ev.untestable.contains(&c) {
                 if pending_at(Point::Candidate(c)) == 0 && pending_at(parent) == 0 {
                     let chunk = verify_chunk(bl, cpairs.len());
                     requests.push(Request::paired(
