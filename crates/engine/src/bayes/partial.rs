@@ -147,10 +147,10 @@ const MERGE_PARTS_PRIOR: f64 = 0.5;
 /// alone, by the one-change check, which does not apply this); at 0.01, only the latter.
 /// The two-change cells took 1–5% more runs at 0.01, within a trial of the same outcomes.
 const MERGE_DOUBT: f64 = 0.01;
-/// Runs each of a merge's parents and their base need before the merge is ruled out: four
-/// runs of a base whose noise drew +3.8, +0.8, +2.4 and +1.2 standard deviations ruled out
-/// a merge with a +3% step of its own, and the check searched for the change elsewhere
-/// until the run cap.
+/// Runs each of the four points needs before the merge is ruled out: in a first form of
+/// this rule, four runs of a base whose noise drew +3.8, +0.8, +2.4 and +1.2 standard
+/// deviations ruled out a merge with a +3% step of its own, and the check searched for the
+/// change elsewhere until the run cap.
 const MERGE_RULED_OUT_RUNS: usize = 10;
 
 /// What a merge's parents and their base say of its step.
