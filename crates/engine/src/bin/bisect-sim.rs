@@ -200,6 +200,9 @@ impl Cell {
                 _ => return Err(format!("unknown key {k:?}")),
             }
         }
+        if c.third.is_some() && c.second.is_none() {
+            return Err("third: a third change needs second= too".into());
+        }
         Ok(c)
     }
 
@@ -337,13 +340,14 @@ impl Cell {
                 other = rng.below(graph.len());
             }
             extra_changes.push((other, size));
-            if let Some(size) = self.third {
-                let mut third = rng.below(graph.len());
-                while third.abs_diff(first) < 3 || third.abs_diff(other) < 3 {
-                    third = rng.below(graph.len());
-                }
-                extra_changes.push((third, size));
-            }
+            // A range too short to hold three steps apart gets two.
+            let third = self.third.and_then(|size| {
+                (0..1000)
+                    .map(|_| rng.below(graph.len()))
+                    .find(|t| t.abs_diff(first) >= 3 && t.abs_diff(other) >= 3)
+                    .map(|t| (t, size))
+            });
+            extra_changes.extend(third);
         }
         // A change that lands in parts: the culprit and the commits that follow it (a child
         // that continues its line when there is one, else the merge that takes it in), each
