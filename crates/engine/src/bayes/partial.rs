@@ -168,9 +168,9 @@ pub(super) enum MergeStep {
 /// them (two changed lines meeting at k).
 ///
 /// A merge introduces a change of its own when level(k) − level(p₁) − level(p₂) +
-/// level(base) ≠ 0, the base being the parents' latest common ancestor (the good commit
-/// when the branch forked before the range): whatever came in on either line since the base
-/// cancels. Verification against each parent does not see this: with one change on each
+/// level(base) ≠ 0 ([`merge_own_step`], which the exact-metric rule reads), the base being
+/// the parents' latest common ancestor ([`merge_base`]; the good commit when the branch
+/// forked before the range): whatever came in on either line since the base cancels. Verification against each parent does not see this: with one change on each
 /// line since the base, k differs from both parents by the other line's change. Where the
 /// model holds two change points, a third change elsewhere in the range leaves such a merge
 /// as the best single explanation of the two lines, and it was named (bisect-sim, three +1%
@@ -205,11 +205,7 @@ pub(super) fn merge_step(
     if !allowed[p1] || !allowed[p2] {
         return MergeStep::Own;
     }
-    let (a1, a2) = (graph.ancestors(&[p1]), graph.ancestors(&[p2]));
-    let base = (0..=p1.min(p2))
-        .rev()
-        .find(|&c| a1[c] && a2[c])
-        .map_or(Point::Good, Point::Candidate);
+    let base = merge_base(graph, Point::Candidate(p1), Point::Candidate(p2));
     let points = [
         Point::Candidate(k),
         Point::Candidate(p1),
