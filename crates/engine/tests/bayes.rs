@@ -1496,3 +1496,74 @@ fn a_merge_of_two_changed_lines_is_not_named_when_a_third_change_fills_the_model
         "named the merge of two changed lines: {wrong:?}"
     );
 }
+
+/// `k` runs about `level` with relative spread `cv`, their mean exactly `level`.
+fn centred(level: f64, cv: f64, k: usize, seed: u64) -> Vec<f64> {
+    let v = samples(level, cv, k, seed);
+    let m = v.iter().sum::<f64>() / k as f64;
+    v.into_iter().map(|x| x - m + level).collect()
+}
+
+/// A merge (3) of two lines from a common base (0), a commit on each (1, 2), and the bad
+/// commit (4) after it: the runs a bisect holds once the merge is verified against both
+/// parents, with the parents at `parents` (+3% at the merge, CV 2%).
+fn merge_of_two_lines(parents: f64) -> (CandidateGraph, Evidence) {
+    let ids = (0..5).map(|i| format!("{i:040x}")).collect();
+    let g = CandidateGraph::new(ids, vec![vec![], vec![0], vec![0], vec![1, 2], vec![3]])
+        .expect("graph");
+    let (n1, n2) = (64, 40);
+    let mut ev = Evidence::default();
+    let (p1, p2) = (centred(parents, 0.02, n1, 3), centred(parents, 0.02, n2, 4));
+    let merge = centred(103.0, 0.02, n1 + n2, 5);
+    ev.samples.insert(Point::Good, centred(100.0, 0.02, 30, 1));
+    ev.samples
+        .insert(Point::Candidate(0), centred(100.0, 0.02, 8, 2));
+    ev.samples.insert(Point::Candidate(1), p1.clone());
+    ev.samples.insert(Point::Candidate(2), p2.clone());
+    ev.samples.insert(Point::Candidate(3), merge.clone());
+    ev.samples
+        .insert(Point::Candidate(4), centred(103.0, 0.02, 24, 6));
+    ev.pairs.insert(
+        (Point::Candidate(3), Point::Candidate(1)),
+        merge[..n1].iter().copied().zip(p1).collect(),
+    );
+    ev.pairs.insert(
+        (Point::Candidate(3), Point::Candidate(2)),
+        merge[n1..].iter().copied().zip(p2).collect(),
+    );
+    (g, ev)
+}
+
+#[test]
+fn a_merge_whose_parents_both_lean_towards_the_change_is_not_named_on_a_weak_doubt() {
+    // Two +1.5% steps, one on each line a merge joins: the merge differs from each parent
+    // by the other line's step, so it passes verification against both, and only the
+    // parents' levels say its step is not its own. Here both parents read +0.6% (1.6 and
+    // 1.4 standard errors over the good level, where +1.5% is the truth): the doubt that
+    // the merge's step is the whole change reads 0.17, under the 0.2 that names a commit,
+    // and git.git's history had bisects end so. Both parents leaning the same way, the
+    // merge waits for the doubt to fall to 0.05: more runs at the good commit and a parent.
+    let settings = Settings {
+        max_runs: 2000,
+        ..Settings::default()
+    };
+    let (g, ev) = merge_of_two_lines(100.6);
+    let (d, _) = decide(&g, &ev, &settings);
+    match &d {
+        Decision::Measure { requests, .. } => assert!(
+            requests
+                .iter()
+                .any(|r| matches!(r.point, Point::Good | Point::Candidate(1 | 2))),
+            "{d:?}"
+        ),
+        _ => panic!("the merge of two leaning lines was not held back: {d:?}"),
+    }
+    // A merge with a step of its own: its parents at the good level, the same runs
+    // otherwise. It is named as before.
+    let (g, ev) = merge_of_two_lines(100.0);
+    let (d, _) = decide(&g, &ev, &settings);
+    assert!(
+        matches!(d, Decision::Done(Outcome::Found { culprit: 3, .. })),
+        "{d:?}"
+    );
+}

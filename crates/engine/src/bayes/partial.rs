@@ -137,6 +137,38 @@ pub(super) fn partial_step(
     best
 }
 
+/// A parent reads towards the bad level when its mean is past the good level's by more than
+/// this many standard errors of their difference.
+const LEANING_SE: f64 = 1.0;
+
+/// Whether `k` merges two or more candidates (`allowed`) that all read towards the bad level
+/// ([`LEANING_SE`]): what two changed lines meeting at `k` look like, even where the
+/// partial-step doubt reads low. Levels and noise as [`partial_step`] takes them.
+pub(super) fn parents_lean(graph: &CandidateGraph, k: usize, b: &Belief, allowed: &[bool]) -> bool {
+    let parents: Vec<usize> = graph
+        .parents(k)
+        .iter()
+        .copied()
+        .filter(|&p| allowed[p])
+        .collect();
+    let (Some(&(good, n_good)), Some(&(bad, _))) = (
+        b.means.get(&Point::Good),
+        b.means.get(&Point::Candidate(graph.bad())),
+    ) else {
+        return false;
+    };
+    let sigma = b.planning_noise * (1.0 + good).abs();
+    let towards = (bad - good).signum();
+    parents.len() > 1
+        && sigma > 0.0
+        && parents.iter().all(|&p| {
+            b.means.get(&Point::Candidate(p)).is_some_and(|&(m, n)| {
+                let se = sigma * (1.0 / n + 1.0 / n_good.max(1.0)).sqrt();
+                (m - good) * towards > LEANING_SE * se
+            })
+        })
+}
+
 /// Prior probability that a merge named beside another change point has no step of its own
 /// (see [`merge_step`]). Even odds: the name rests on the four points' runs, not on a prior
 /// that favours it.
