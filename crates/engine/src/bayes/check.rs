@@ -134,9 +134,8 @@ pub(super) fn check_one_change(
     // a merge, another change below or above) means k's step is only part of the
     // range's change, so k alone is not the answer: that point and its endpoint are
     // measured again, and the search goes on where a further step would be.
-    let leaning = parents_lean(graph, k, b, allowed);
-    let (p_partial, worst, reference) = partial_step(graph, k, b, of_interest, leaning);
-    let bar = if leaning {
+    let (p_partial, worst, reference) = partial_step(graph, k, b, of_interest);
+    let bar = if parents_lean(graph, k, b, allowed) {
         MERGE_LEANING_DOUBT
     } else {
         PARTIAL_DOUBT

@@ -18,12 +18,6 @@ const MERGE_PARENT_SAMPLES: f64 = 40.0;
 /// smallest change of interest and the partial part, one standard error added, is below
 /// that size: what could remain is not a change this bisect looks for.
 const PARTIAL_PRECISION: f64 = 1.0 / 3.0;
-/// Standard errors that must keep a parent's partial part under the size of interest before
-/// its doubt is dropped, where every parent of a merge leans towards the bad level
-/// ([`parents_lean`]): two lines each carrying part of the change sit under the size of
-/// interest one by one and not together. With one, git.git seed 367001118 dropped a parent
-/// read at +0.53% ± 0.31 (its truth +1.5%) and named the merge alone.
-const LEANING_SETTLED_SE: f64 = 2.0;
 
 /// Probability that `k`'s step is only part of the range's change, with the point that says
 /// so most and the endpoint it is held against. One step at k puts every parent of k at the
@@ -34,15 +28,12 @@ const LEANING_SETTLED_SE: f64 = 2.0;
 /// beyond its reference, f on (−[`OVERSHOOT_REACH`], −of_interest/|bad − good|) under
 /// [`OVERSHOOT_PRIOR`]: k's step larger than the range's change, which a change of the
 /// other sign elsewhere in the range has partly undone. A point whose partial part is
-/// surely below `of_interest` (see [`PARTIAL_PRECISION`]) raises no doubt; with `leaning`
-/// (every parent of a merge leans towards the bad level: [`parents_lean`]) "surely" takes
-/// [`LEANING_SETTLED_SE`] standard errors instead of one.
+/// surely below `of_interest` (see [`PARTIAL_PRECISION`]) raises no doubt.
 pub(super) fn partial_step(
     graph: &CandidateGraph,
     k: usize,
     b: &Belief,
     of_interest: f64,
-    leaning: bool,
 ) -> (f64, Point, Point) {
     let bad_point = Point::Candidate(graph.bad());
     let none = (0.0, Point::Good, Point::Good);
@@ -126,8 +117,7 @@ pub(super) fn partial_step(
         // only as 1/√n at a fixed distance in standard errors, and a CV 5% bisect spent 1400
         // runs on k and the bad endpoint (600 each, 2.5 SE apart, 0.7% of a 3% step) and ran
         // out of its 2000 with the culprit at 1.0000.
-        let margin = if leaning { LEANING_SETTLED_SE } else { 1.0 };
-        let settled = se <= PARTIAL_PRECISION * of_interest && x.abs() + margin * se < of_interest;
+        let settled = se <= PARTIAL_PRECISION * of_interest && x.abs() + se < of_interest;
         let post = if settled {
             0.0
         } else {
@@ -148,9 +138,8 @@ pub(super) fn partial_step(
 }
 
 /// A parent reads towards the bad level when its mean is past the good level's by more than
-/// this many standard errors of their difference. At 1, git.git seed 367001118 named a merge
-/// whose second parent read 0.98 standard errors over a good endpoint itself 0.9% high.
-const LEANING_SE: f64 = 0.5;
+/// this many standard errors of their difference.
+const LEANING_SE: f64 = 1.0;
 
 /// Whether `k` merges two or more candidates (`allowed`) that all read towards the bad level
 /// ([`LEANING_SE`]): what two changed lines meeting at `k` look like, even where the
