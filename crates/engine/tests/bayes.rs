@@ -1538,8 +1538,8 @@ fn merge_of_two_lines(parents: f64) -> (CandidateGraph, Evidence) {
 fn a_merge_whose_parents_both_lean_towards_the_change_is_not_named_on_a_weak_doubt() {
     // Two +1.5% steps, one on each line a merge joins: the merge differs from each parent
     // by the other line's step, so it passes verification against both, and only the
-    // parents' levels say its step is not its own. Here both parents read +0.6% (1.6 and
-    // 1.4 standard errors over the good level, where +1.5% is the truth): the doubt that
+    // parents' levels say its step is not its own. Here both parents read +0.6% (1.3 and
+    // 1.2 standard errors over the good level, where +1.5% is the truth): the doubt that
     // the merge's step is the whole change reads 0.17, under the 0.2 that names a commit,
     // and git.git's history had bisects end so. Both parents leaning the same way, the
     // merge waits for the doubt to fall to 0.05: more runs at the good commit and a parent.
