@@ -202,8 +202,9 @@ pub(super) enum MergeStep {
 /// A merge introduces a change of its own when level(k) − level(p₁) − level(p₂) +
 /// level(base) ≠ 0 ([`merge_own_step`], which the exact-metric rule reads), the base being
 /// the parents' latest common ancestor ([`merge_base`]; the good commit when the branch
-/// forked before the range): whatever came in on either line since the base cancels. Verification against each parent does not see this: with one change on each
-/// line since the base, k differs from both parents by the other line's change. Where the
+/// forked before the range): whatever came in on either line since the base cancels.
+/// Verification against each parent does not see this: with one change on each line since
+/// the base, k differs from both parents by the other line's change. Where the
 /// model holds two change points, a third change elsewhere in the range leaves such a merge
 /// as the best single explanation of the two lines, and it was named (bisect-sim, three +1%
 /// steps at CV 0.5%: 8 of 100 bisects named a merge whose parents each carried one).
