@@ -1,5 +1,6 @@
 //! A simulated lab for the engine: a synthetic history with one planted step change, noisy
-//! benchmark runs, unbuildable commits, and a loop that feeds [`decide`](crate::decide) its own results.
+//! benchmark runs, unbuildable commits, and a loop that feeds [`decide`](crate::decide) its
+//! own results.
 //!
 //! Used by the `bisect-sim` binary and by tests. The noise is drawn from a seeded generator,
 //! so every trial is reproducible from its seed.
