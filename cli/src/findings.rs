@@ -31,7 +31,10 @@ pub fn render(b: &Bisect) -> String {
             b.direction.as_deref().unwrap_or("none")
         );
     }
-    if let Some(p) = &f.prediction {
+    // A found or not-reproduced bisect met its target; the prediction carried from its last
+    // advance would read as work still to do. An inconclusive one keeps it: what more costs.
+    let settled = matches!(b.status.as_str(), "found" | "not_reproduced");
+    if let Some(p) = f.prediction.as_ref().filter(|_| !settled) {
         out += &format!(
             "  to reach the target: about {} more runs, {} builds",
             p.runs, p.builds
@@ -69,4 +72,42 @@ pub fn render(b: &Bisect) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bisect(status: &str) -> Bisect {
+        serde_json::from_value(serde_json::json!({
+            "id": 7, "repository": "r", "metric": "m", "direction": null, "confidence": 0.99,
+            "max_runs": 400, "status": status, "status_reason": null, "testcase": "t",
+            "tbox_group": "g", "job_hash": "h", "candidates_total": 10,
+            "candidates_remaining": 1, "runs_done": 112, "tasks_pending": 0, "culprit": null,
+            "commits": [], "created_at": "2026-12-07T00:00:00Z",
+            "updated_at": "2026-12-07T00:00:00Z", "finished_at": null,
+            "good": {"rev": "a", "sha": "a"}, "bad": {"rev": "b", "sha": "b"},
+            "findings": {"change": 0.03, "noise": 0.02,
+                         "prediction": {"runs": 40, "builds": 3, "machine_secs": null},
+                         "verification_alpha": 0.01, "verification_evalue": null,
+                         "costs": null}
+        }))
+        .expect("a bisect as the API serves it")
+    }
+
+    #[test]
+    fn what_the_target_still_costs_is_shown_only_while_it_is_unmet() {
+        for status in ["searching", "inconclusive"] {
+            let text = render(&bisect(status));
+            assert!(
+                text.contains("to reach the target: about 40 more runs"),
+                "{status}: {text}"
+            );
+        }
+        for status in ["found", "not_reproduced"] {
+            let text = render(&bisect(status));
+            assert!(text.contains("across the range: +3.0%"), "{status}: {text}");
+            assert!(!text.contains("to reach the target"), "{status}: {text}");
+        }
+    }
 }

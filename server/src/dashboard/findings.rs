@@ -86,7 +86,7 @@ pub fn view(b: &Bisect, subjects: &HashMap<String, String>) -> Option<FindingsVi
     let prediction = f
         .prediction
         .as_ref()
-        .filter(|_| b.status != "found")
+        .filter(|_| !matches!(b.status.as_str(), "found" | "not_reproduced"))
         .map(|p| {
             let time = p
                 .machine_secs
