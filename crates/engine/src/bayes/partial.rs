@@ -16,7 +16,8 @@ const OVERSHOOT_REACH: f64 = 2.0;
 const MERGE_PARENT_SAMPLES: f64 = 40.0;
 /// A partial-step doubt is dropped once the point's level is known to this fraction of the
 /// smallest change of interest and the partial part, one standard error added, is below
-/// that size: what could remain is not a change this bisect looks for.
+/// that size: what could remain is not a change this bisect looks for. A merge's parents
+/// are judged by the sum of their parts (and the root of the sum of their variances).
 const PARTIAL_PRECISION: f64 = 1.0 / 3.0;
 
 /// Probability that `k`'s step is only part of the range's change, with the point that says
@@ -28,7 +29,8 @@ const PARTIAL_PRECISION: f64 = 1.0 / 3.0;
 /// beyond its reference, f on (−[`OVERSHOOT_REACH`], −of_interest/|bad − good|) under
 /// [`OVERSHOOT_PRIOR`]: k's step larger than the range's change, which a change of the
 /// other sign elsewhere in the range has partly undone. A point whose partial part is
-/// surely below `of_interest` (see [`PARTIAL_PRECISION`]) raises no doubt.
+/// surely below `of_interest` (see [`PARTIAL_PRECISION`]) raises no doubt; a merge's parents
+/// only when the sum of their parts is.
 pub(super) fn partial_step(
     graph: &CandidateGraph,
     k: usize,
@@ -70,20 +72,52 @@ pub(super) fn partial_step(
     let merge = graph.parents(k).len() > 1;
     let mut clean_parents = 1.0;
     let mut parents_measured = true;
-    for (point, reference, level, n_ref, towards) in checks {
-        let Some(&(m, n_p)) = b.means.get(&point) else {
-            continue;
-        };
-        // With the noise shown to differ between the sides, each check at its own side's
-        // noise (a parent against the good level, k against the bad one): the pooled noise
-        // made a noisier bad side read as a partial step.
+    // Each check's reading: the point's mean against its reference, and the standard error of
+    // that difference. With the noise shown to differ between the sides, each check at its
+    // own side's noise (a parent against the good level, k against the bad one): the pooled
+    // noise made a noisier bad side read as a partial step.
+    let read = |point: Point, reference: Point, level: f64, n_ref: f64| {
+        let &(m, n_p) = b.means.get(&point)?;
         let side_sigma = match b.noise_ratio {
             Some(r2) if reference == Point::Good => sigma * (2.0 / (1.0 + r2)).sqrt(),
             Some(r2) => sigma * (2.0 * r2 / (1.0 + r2)).sqrt(),
             None => sigma,
         };
-        let se = side_sigma * (1.0 / n_p + 1.0 / n_ref.max(1.0)).sqrt();
-        let x = m - level;
+        Some((
+            m - level,
+            side_sigma * (1.0 / n_p + 1.0 / n_ref.max(1.0)).sqrt(),
+            n_p,
+        ))
+    };
+    // A point measured far past the size of interest that still reads a little off its
+    // reference is noise that lingers, not a change: the posterior of "partial" falls only
+    // as 1/√n at a fixed distance in standard errors, and a CV 5% bisect spent 1400 runs on
+    // k and the bad endpoint (600 each, 2.5 SE apart, 0.7% of a 3% step) and ran out of its
+    // 2000 with the culprit at 1.0000.
+    let settled =
+        |x: f64, se: f64| se <= PARTIAL_PRECISION * of_interest && x.abs() + se < of_interest;
+    // A merge's parents are settled together: the parts they carry add up at the merge (signed:
+    // two lines' changes of one sign add, and readings of either sign are noise that cancels),
+    // so two parents each under the size of interest may not be under it together (git.git,
+    // two +1.5% steps, seed 367001118: parents at +0.53% ± 0.31 and +0.35% ± 0.36 against a
+    // good endpoint that read high; the first one's doubt was dropped as surely under the 1%
+    // of interest, and the merge was named alone).
+    let parent_reads: Vec<(f64, f64)> = checks
+        .iter()
+        .filter(|c| c.1 == Point::Good)
+        .filter_map(|&(p, r, l, n, _)| read(p, r, l, n).map(|(x, se, _)| (x, se)))
+        .collect();
+    let parents_settled = parent_reads
+        .iter()
+        .all(|&(_, se)| se <= PARTIAL_PRECISION * of_interest)
+        && settled(
+            parent_reads.iter().map(|r| r.0).sum::<f64>(),
+            parent_reads.iter().map(|r| r.1 * r.1).sum::<f64>().sqrt(),
+        );
+    for (point, reference, level, n_ref, towards) in checks {
+        let Some((x, se, n_p)) = read(point, reference, level, n_ref) else {
+            continue;
+        };
         // Bayes factors of "partial" (f on (0, 1)) and "beyond" (f negative, below) against
         // "at the reference level", each on a grid of f.
         let steps = 64;
@@ -112,13 +146,12 @@ pub(super) fn partial_step(
             let odds = prior / (1.0 - prior) * bf;
             odds / (1.0 + odds)
         };
-        // A point measured far past the size of interest that still reads a little off its
-        // reference is noise that lingers, not a change: the posterior of "partial" falls
-        // only as 1/√n at a fixed distance in standard errors, and a CV 5% bisect spent 1400
-        // runs on k and the bad endpoint (600 each, 2.5 SE apart, 0.7% of a 3% step) and ran
-        // out of its 2000 with the culprit at 1.0000.
-        let settled = se <= PARTIAL_PRECISION * of_interest && x.abs() + se < of_interest;
-        let post = if settled {
+        let surely_small = if merge && reference == Point::Good {
+            parents_settled
+        } else {
+            settled(x, se)
+        };
+        let post = if surely_small {
             0.0
         } else {
             posterior(PARTIAL_PRIOR, bf(0.0, 1.0)).max(posterior(OVERSHOOT_PRIOR, beyond))
