@@ -39,7 +39,8 @@ pub struct FindingsView {
     /// The range holds more than one change.
     pub several: bool,
     pub steps: Vec<StepView>,
-    /// `about 42 more runs, 3 builds and 5 min of machine time`; none once found.
+    /// `about 42 more runs, 3 builds and 5 min of machine time`; none once found or not
+    /// reproduced (the target is met).
     pub prediction: Option<String>,
     /// `the budget: 120 runs, 80 used`.
     pub budget: String,
