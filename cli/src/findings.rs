@@ -33,8 +33,8 @@ pub fn render(b: &Bisect) -> String {
     }
     // A found or not-reproduced bisect met its target; the prediction carried from its last
     // advance would read as work still to do. An inconclusive one keeps it: what more costs.
-    let settled = matches!(b.status.as_str(), "found" | "not_reproduced");
-    if let Some(p) = f.prediction.as_ref().filter(|_| !settled) {
+    let met = perfbisect_wire::api::status_met_target(&b.status);
+    if let Some(p) = f.prediction.as_ref().filter(|_| !met) {
         out += &format!(
             "  to reach the target: about {} more runs, {} builds",
             p.runs, p.builds

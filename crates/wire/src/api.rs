@@ -115,6 +115,12 @@ pub fn status_is_final(status: &str) -> bool {
     )
 }
 
+/// Whether a bisect in `status` met its target confidence (a culprit found, or the change
+/// not reproduced): what more runs would cost is then no longer news.
+pub fn status_met_target(status: &str) -> bool {
+    matches!(status, "found" | "not_reproduced")
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Revision {
     /// As the user wrote it.

@@ -3,7 +3,7 @@
 //! data contradict, and the prediction of what the target still costs against the budget.
 
 use super::format::{self, short_sha};
-use perfbisect_wire::api::{Bisect, status_is_final};
+use perfbisect_wire::api::{Bisect, status_is_final, status_met_target};
 use perfbisect_wire::findings::EngineFindings;
 use std::collections::HashMap;
 
@@ -87,7 +87,7 @@ pub fn view(b: &Bisect, subjects: &HashMap<String, String>) -> Option<FindingsVi
     let prediction = f
         .prediction
         .as_ref()
-        .filter(|_| !matches!(b.status.as_str(), "found" | "not_reproduced"))
+        .filter(|_| !status_met_target(&b.status))
         .map(|p| {
             let time = p
                 .machine_secs
