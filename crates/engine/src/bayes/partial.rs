@@ -107,9 +107,10 @@ pub(super) fn partial_step(
         .filter(|c| c.1 == Point::Good)
         .filter_map(|&(p, r, l, n, _)| read(p, r, l, n).map(|(x, se, _)| (x, se)))
         .collect();
-    let parents_settled = parent_reads
-        .iter()
-        .all(|&(_, se)| se <= PARTIAL_PRECISION * of_interest)
+    let parents_settled = merge
+        && parent_reads
+            .iter()
+            .all(|&(_, se)| se <= PARTIAL_PRECISION * of_interest)
         && settled(
             parent_reads.iter().map(|r| r.0).sum::<f64>(),
             parent_reads.iter().map(|r| r.1 * r.1).sum::<f64>().sqrt(),
